@@ -1,0 +1,19 @@
+#pragma once
+// Error checking for CUDA runtime and cuBLAS calls: failures become std::runtime_error.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace hypic::kernels::cuda {
+
+inline void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+inline void check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(int(st)));
+}
+
+}  // namespace hypic::kernels::cuda

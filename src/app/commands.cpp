@@ -1,0 +1,31 @@
+#include "app/commands.hpp"
+
+#include <map>
+
+namespace hypic::app {
+namespace {
+std::map<const CLI::App*, std::function<int()>>& runners() {
+  static std::map<const CLI::App*, std::function<int()>> r;
+  return r;
+}
+
+int run_parsed(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    if (!sub->parsed()) continue;
+    auto it = runners().find(sub);
+    if (it != runners().end()) return it->second();
+    return run_parsed(*sub);
+  }
+  return 0;
+}
+}  // namespace
+
+void on_run(CLI::App* sub, std::function<int()> run) { runners()[sub] = std::move(run); }
+
+void register_commands(CLI::App& app) {
+  add_info_command(app);
+}
+
+int run_selected(CLI::App& app) { return run_parsed(app); }
+
+}  // namespace hypic::app

@@ -1,0 +1,21 @@
+#pragma once
+// Subcommand registry. Each command file adds its subcommand and a run function.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace hypic::app {
+
+void register_commands(CLI::App& app);
+// Runs the subcommand that was parsed; returns the process exit code.
+int run_selected(CLI::App& app);
+
+// Used by each command file: attach `run` to `sub` (called when sub was parsed).
+void on_run(CLI::App* sub, std::function<int()> run);
+
+// Command groups, one file each.
+void add_info_command(CLI::App& app);
+void add_model_commands(CLI::App& app);
+void add_forward_command(CLI::App& app);
+void add_bench_commands(CLI::App& app);
+
+}  // namespace hypic::app

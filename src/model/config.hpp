@@ -1,0 +1,69 @@
+#pragma once
+// Model hyper-parameters read from a Hugging Face config.json (qwen3_next, qwen3_5).
+// Implementation: src/model/config.cpp.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace hypic::model {
+
+enum class Arch { Qwen3Next, Qwen3_5 };
+enum class LayerKind { Linear, FullAttention };  // Gated DeltaNet / gated softmax attention
+
+const char* arch_name(Arch a);  // "qwen3_next" / "qwen3_5"
+
+struct ModelConfig {
+  Arch arch = Arch::Qwen3_5;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_hidden_layers = 0;
+  int intermediate_size = 0;  // dense MLP width (Qwen3.5; Qwen3-Next dense layers)
+  double rms_norm_eps = 1e-6;
+  int max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  std::vector<LayerKind> layer_types;  // one per layer
+  int full_attention_interval = 4;
+
+  // Gated full attention.
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 0.25;
+
+  // Gated DeltaNet (linear attention).
+  int linear_num_key_heads = 0;
+  int linear_num_value_heads = 0;
+  int linear_key_head_dim = 0;
+  int linear_value_head_dim = 0;
+  int linear_conv_kernel_dim = 4;
+
+  // Mixture of experts (qwen3_next only; num_experts == 0 means dense everywhere).
+  int num_experts = 0;
+  int num_experts_per_tok = 0;
+  int moe_intermediate_size = 0;
+  int shared_expert_intermediate_size = 0;
+  int decoder_sparse_step = 1;
+  bool norm_topk_prob = true;
+  std::vector<int> mlp_only_layers;
+
+  // Derived quantities.
+  int rotary_dim() const;        // head_dim * partial_rotary_factor (even)
+  int linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int linear_conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+  bool layer_is_moe(int layer) const;
+  int num_linear_layers() const;
+  int num_full_layers() const;
+
+  // Parses config.json content; throws hypic::Error naming the offending field.
+  static ModelConfig from_json(const nlohmann::json& j);
+  // Writes a config.json that transformers loads for this architecture.
+  nlohmann::json to_json() const;
+  // Throws hypic::Error when the sizes are inconsistent (e.g. value heads not a
+  // multiple of key heads).
+  void validate() const;
+};
+
+}  // namespace hypic::model

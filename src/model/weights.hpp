@@ -1,0 +1,72 @@
+#pragma once
+// Model weights in one canonical in-memory layout, f32, whatever the checkpoint's dtype
+// and architecture. Every projection is stored as Hugging Face stores nn.Linear:
+// [out_features, in_features], so y = x · Wᵀ.
+#include <string>
+#include <vector>
+
+#include "common/tensor.hpp"
+#include "model/config.hpp"
+
+namespace hypic::model {
+
+// Gated DeltaNet layer. Qwen3-Next's per-key-head grouped in_proj_qkvz / in_proj_ba are
+// permuted at load time into the flat order Qwen3.5 uses, so the forward pass sees one
+// layout for both architectures.
+struct GdnWeights {
+  // Rows: q (Hk*dk) | k (Hk*dk) | v (Hv*dv) | z (Hv*dv) | b (Hv) | a (Hv).
+  // The first conv_dim = 2*Hk*dk + Hv*dv rows are the conv1d channels, in order.
+  Tensor in_proj;   // [conv_dim + Hv*dv + 2*Hv, hidden]
+  Tensor conv1d;    // [conv_dim, K] depthwise causal kernel, no bias
+  Tensor dt_bias;   // [Hv]
+  Tensor A_log;     // [Hv]
+  Tensor norm;      // [dv] gated RMSNorm weight (plain, not zero-centred)
+  Tensor out_proj;  // [hidden, Hv*dv]
+};
+
+// Gated softmax attention.
+struct AttentionWeights {
+  Tensor q_proj;  // [H*hd*2, hidden]; per head the rows are [query (hd) | gate (hd)]
+  Tensor k_proj;  // [Hkv*hd, hidden]
+  Tensor v_proj;  // [Hkv*hd, hidden]
+  Tensor o_proj;  // [hidden, H*hd]
+  Tensor q_norm;  // [hd] zero-centred RMSNorm weight
+  Tensor k_norm;  // [hd] zero-centred RMSNorm weight
+};
+
+// SwiGLU MLP: down(silu(gate(x)) * up(x)).
+struct MlpWeights {
+  Tensor gate_up;  // [2*I, hidden]: gate rows then up rows
+  Tensor down;     // [hidden, I]
+};
+
+struct MoeWeights {
+  Tensor router;                   // [E, hidden]
+  std::vector<MlpWeights> experts; // E experts of width moe_intermediate_size
+  MlpWeights shared_expert;        // width shared_expert_intermediate_size
+  Tensor shared_expert_gate;       // [1, hidden]
+};
+
+struct LayerWeights {
+  LayerKind kind = LayerKind::Linear;
+  Tensor input_norm;      // [hidden] zero-centred
+  Tensor post_attn_norm;  // [hidden] zero-centred
+  GdnWeights linear;      // when kind == Linear
+  AttentionWeights attn;  // when kind == FullAttention
+  bool is_moe = false;
+  MlpWeights mlp;         // when !is_moe
+  MoeWeights moe;         // when is_moe
+};
+
+struct ModelWeights {
+  Tensor embed;       // [V, hidden]
+  std::vector<LayerWeights> layers;
+  Tensor final_norm;  // [hidden] zero-centred
+  Tensor lm_head;     // [V, hidden]; empty when tie_word_embeddings (then embed is used)
+
+  const Tensor& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
+  size_t parameter_count() const;
+  size_t bytes() const { return parameter_count() * sizeof(float); }
+};
+
+}  // namespace hypic::model
