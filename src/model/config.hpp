@@ -48,6 +48,10 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   std::vector<int> mlp_only_layers;
 
+  // Token ids from config.json, when given (-1 / empty otherwise). Informational.
+  int bos_token_id = -1;
+  std::vector<int> eos_token_ids;
+
   // Derived quantities.
   int rotary_dim() const;        // head_dim * partial_rotary_factor (even)
   int linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
@@ -56,6 +60,8 @@ struct ModelConfig {
   bool layer_is_moe(int layer) const;
   int num_linear_layers() const;
   int num_full_layers() const;
+  // Layer layout in groups of full_attention_interval, e.g. "L L L A | L L L A".
+  std::string layout_string() const;
 
   // Parses config.json content; throws hypic::Error naming the offending field.
   static ModelConfig from_json(const nlohmann::json& j);

@@ -1,0 +1,128 @@
+// `hypic model init` and `hypic model info`.
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "app/commands.hpp"
+#include "model/checkpoint.hpp"
+#include "model/presets.hpp"
+
+namespace hypic::app {
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_count(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull)
+    std::snprintf(buf, sizeof(buf), "%.2f B", static_cast<double>(n) / 1e9);
+  else if (n >= 1000000ull)
+    std::snprintf(buf, sizeof(buf), "%.2f M", static_cast<double>(n) / 1e6);
+  else if (n >= 1000ull)
+    std::snprintf(buf, sizeof(buf), "%.1f K", static_cast<double>(n) / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%" PRIu64, n);
+  return buf;
+}
+
+int run_init(const std::string& arch, const std::string& preset, uint64_t seed,
+             const std::string& out, const std::string& dtype_name) {
+  using namespace hypic::model;
+  const DType dtype = parse_dtype(dtype_name);
+  const ModelConfig cfg = preset_config(parse_arch(arch), preset);
+  const ModelWeights w = random_weights(cfg, seed);
+  save_checkpoint(out, cfg, w, dtype);
+  std::printf("wrote %s: %s preset '%s', seed %" PRIu64 ", %s parameters, %s weights\n",
+              out.c_str(), arch.c_str(), preset.c_str(), seed,
+              human_count(w.parameter_count()).c_str(), dtype_short(dtype));
+  return 0;
+}
+
+int run_info(const std::string& dir) {
+  using namespace hypic::model;
+  const LoadedModel m = load_checkpoint(dir);
+  const ModelConfig& c = m.config;
+  const uint64_t params = m.weights.parameter_count();
+  std::printf("model        : %s\n", dir.c_str());
+  std::printf("architecture : %s\n", arch_name(c.arch));
+  std::printf("layers       : %d (%d Gated DeltaNet, %d gated attention)\n", c.num_hidden_layers,
+              c.num_linear_layers(), c.num_full_layers());
+  std::printf("layout       : %s   (L = Gated DeltaNet, A = gated attention)\n",
+              c.layout_string().c_str());
+  std::printf("hidden       : %d, vocab %d, %s embeddings\n", c.hidden_size, c.vocab_size,
+              c.tie_word_embeddings ? "tied" : "untied");
+  std::printf(
+      "attention    : %d query heads, %d KV heads, head_dim %d, RoPE on %d dims "
+      "(theta %g)\n",
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta);
+  std::printf("delta net    : %d key heads x %d, %d value heads x %d, conv kernel %d\n",
+              c.linear_num_key_heads, c.linear_key_head_dim, c.linear_num_value_heads,
+              c.linear_value_head_dim, c.linear_conv_kernel_dim);
+  if (c.num_experts > 0)
+    std::printf("experts      : %d routed (top %d, width %d) + shared (width %d)\n", c.num_experts,
+                c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size);
+  std::printf("per layer    :\n");
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const bool lin = c.layer_types[static_cast<size_t>(i)] == LayerKind::Linear;
+    std::string mlp =
+        c.layer_is_moe(i) ? "MoE" : "dense MLP (" + std::to_string(c.intermediate_size) + ")";
+    std::printf("  %3d  %-16s %s\n", i, lin ? "gated deltanet" : "gated attention", mlp.c_str());
+  }
+  std::printf("parameters   : %" PRIu64 " (%s)", params, human_count(params).c_str());
+  if (c.num_experts > 0)
+    std::printf(", %s active per token", human_count(config_active_parameter_count(c)).c_str());
+  std::printf("\n");
+  std::printf("checkpoint   : %s%s, %s of weight data\n", m.dtype.c_str(),
+              m.sharded ? " (sharded)" : "",
+              human_bytes(static_cast<double>(m.checkpoint_bytes)).c_str());
+  std::printf("memory       : %s as f32 in memory\n",
+              human_bytes(static_cast<double>(m.weights.bytes())).c_str());
+  if (!m.ignored.empty())
+    std::printf("ignored      : %zu tensor(s) (vision tower / MTP heads)\n", m.ignored.size());
+  return 0;
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  auto* model = app.add_subcommand("model", "Create or inspect model checkpoints");
+  model->require_subcommand(1);
+
+  auto* init = model->add_subcommand(
+      "init", "Write a random-initialised checkpoint (config.json + model.safetensors)");
+  struct InitOpts {
+    std::string arch, preset, out, dtype = "f32";
+    uint64_t seed = 0;
+  };
+  auto io = std::make_shared<InitOpts>();
+  init->add_option("--arch", io->arch, "Architecture")
+      ->required()
+      ->check(CLI::IsMember({"qwen3_next", "qwen3_5"}));
+  init->add_option("--preset", io->preset, "Model size")
+      ->required()
+      ->check(CLI::IsMember({"tiny", "small", "bench"}));
+  init->add_option("--seed", io->seed, "Random seed")->required();
+  init->add_option("--out", io->out, "Output folder")->required();
+  init->add_option("--dtype", io->dtype, "Stored dtype")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  on_run(init, [io] { return run_init(io->arch, io->preset, io->seed, io->out, io->dtype); });
+
+  auto* info = model->add_subcommand("info", "Print a checkpoint's layer layout, size and dtype");
+  auto dir = std::make_shared<std::string>();
+  info->add_option("--model", *dir, "Model folder (config.json + safetensors)")->required();
+  on_run(info, [dir] { return run_info(*dir); });
+}
+
+}  // namespace hypic::app

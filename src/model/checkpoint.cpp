@@ -1,0 +1,532 @@
+// Hugging Face model folders <-> canonical weights (see checkpoint.hpp).
+//
+// Every tensor of the Hugging Face layout is described once, by a Slot: its name, its
+// shape, and where its values live in the canonical ModelWeights (a tensor, or a set of
+// rows of one). Loading fills the slots from the checkpoint; saving reads them back out.
+#include "model/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.hpp"
+
+namespace hypic::model {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Where a Hugging Face tensor lives in the canonical weights.
+struct Slot {
+  HfTensor hf;
+  // Canonical tensor that receives the values (already allocated), and the mapping:
+  // when `rows` is empty the whole tensor is copied (same element count); otherwise
+  // source row i goes to canonical row rows[i] (2-D, same column count). `expert_stack`
+  // marks Hugging Face's fused [E, ...] expert tensors: slice e goes to experts[e].
+  std::function<Tensor*(ModelWeights&)> target;
+  std::vector<int64_t> rows;
+  int stacked = 0;  // > 0: fused expert stack of this many experts (layer `layer`)
+  bool stacked_gate_up = false;
+  int layer = -1;
+};
+
+void copy_rows_in(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
+  const int64_t cols = src.dim(-1);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(dst.data() + rows[i] * cols, src.data() + static_cast<int64_t>(i) * cols,
+                static_cast<size_t>(cols) * sizeof(float));
+}
+
+void copy_rows_out(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
+  const int64_t cols = src.dim(-1);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(dst.data() + static_cast<int64_t>(i) * cols, src.data() + rows[i] * cols,
+                static_cast<size_t>(cols) * sizeof(float));
+}
+
+std::vector<int64_t> iota_rows(int64_t begin, int64_t n) {
+  std::vector<int64_t> r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = begin + i;
+  return r;
+}
+
+// Allocates every canonical tensor with its final shape (values zero).
+ModelWeights allocate(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim;
+  const int64_t conv = c.linear_conv_dim(), vd = c.linear_value_dim();
+  const int64_t hd = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  ModelWeights w;
+  w.embed = Tensor({V, H});
+  w.final_norm = Tensor({H});
+  if (!c.tie_word_embeddings) w.lm_head = Tensor({V, H});
+  auto mlp = [H](int64_t I) {
+    MlpWeights m;
+    m.gate_up = Tensor({2 * I, H});
+    m.down = Tensor({H, I});
+    return m;
+  };
+  w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    LayerWeights& L = w.layers[static_cast<size_t>(i)];
+    L.kind = c.layer_types[static_cast<size_t>(i)];
+    L.input_norm = Tensor({H});
+    L.post_attn_norm = Tensor({H});
+    if (L.kind == LayerKind::Linear) {
+      L.linear.in_proj = Tensor({conv + vd + 2 * Hv, H});
+      L.linear.conv1d = Tensor({conv, static_cast<int64_t>(c.linear_conv_kernel_dim)});
+      L.linear.dt_bias = Tensor({Hv});
+      L.linear.A_log = Tensor({Hv});
+      L.linear.norm = Tensor({dv});
+      L.linear.out_proj = Tensor({H, vd});
+    } else {
+      L.attn.q_proj = Tensor({2 * Hq * hd, H});
+      L.attn.k_proj = Tensor({Hkv * hd, H});
+      L.attn.v_proj = Tensor({Hkv * hd, H});
+      L.attn.o_proj = Tensor({H, Hq * hd});
+      L.attn.q_norm = Tensor({hd});
+      L.attn.k_norm = Tensor({hd});
+    }
+    L.is_moe = c.layer_is_moe(i);
+    if (L.is_moe) {
+      L.moe.router = Tensor({static_cast<int64_t>(c.num_experts), H});
+      for (int e = 0; e < c.num_experts; ++e) L.moe.experts.push_back(mlp(c.moe_intermediate_size));
+      L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);
+      L.moe.shared_expert_gate = Tensor({1, H});
+    } else {
+      L.mlp = mlp(c.intermediate_size);
+    }
+  }
+  return w;
+}
+
+// The tensor slots of a config. `prefix` is "model." or "model.language_model.";
+// `fused_experts` describes experts as Hugging Face's in-memory [E, ...] stacks.
+std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, bool fused_experts) {
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t Hv = c.linear_num_value_heads;
+  const int64_t dv = c.linear_value_head_dim;
+  const int64_t kd = c.linear_key_dim(), vd = c.linear_value_dim(), conv = c.linear_conv_dim();
+  const int64_t hd = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t K = c.linear_conv_kernel_dim;
+
+  std::vector<Slot> slots;
+  auto add = [&](std::string name, std::vector<int64_t> shape,
+                 std::function<Tensor*(ModelWeights&)> target, std::vector<int64_t> rows = {}) {
+    Slot s;
+    s.hf = {std::move(name), std::move(shape)};
+    s.target = std::move(target);
+    s.rows = std::move(rows);
+    slots.push_back(std::move(s));
+  };
+  const std::vector<int64_t> grouped =
+      c.arch == Arch::Qwen3Next ? qwen3_next_in_proj_rows(c) : std::vector<int64_t>{};
+  // Inverse of the grouped map: for source row j of [qkvz ; ba], its canonical row.
+  std::vector<int64_t> grouped_inv(grouped.size());
+  for (size_t r = 0; r < grouped.size(); ++r)
+    grouped_inv[static_cast<size_t>(grouped[r])] = static_cast<int64_t>(r);
+
+  add(prefix + "embed_tokens.weight", {V, H}, [](ModelWeights& w) { return &w.embed; });
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const size_t li = static_cast<size_t>(i);
+    const std::string L = prefix + "layers." + std::to_string(i) + ".";
+    add(L + "input_layernorm.weight", {H},
+        [li](ModelWeights& w) { return &w.layers[li].input_norm; });
+    add(L + "post_attention_layernorm.weight", {H},
+        [li](ModelWeights& w) { return &w.layers[li].post_attn_norm; });
+    if (c.layer_types[li] == LayerKind::Linear) {
+      const std::string A = L + "linear_attn.";
+      auto in_proj = [li](ModelWeights& w) { return &w.layers[li].linear.in_proj; };
+      if (c.arch == Arch::Qwen3Next) {
+        const int64_t n_qkvz = 2 * kd + 2 * vd;
+        add(A + "in_proj_qkvz.weight", {n_qkvz, H}, in_proj,
+            std::vector<int64_t>(grouped_inv.begin(), grouped_inv.begin() + n_qkvz));
+        add(A + "in_proj_ba.weight", {2 * Hv, H}, in_proj,
+            std::vector<int64_t>(grouped_inv.begin() + n_qkvz, grouped_inv.end()));
+      } else {
+        add(A + "in_proj_qkv.weight", {conv, H}, in_proj, iota_rows(0, conv));
+        add(A + "in_proj_z.weight", {vd, H}, in_proj, iota_rows(conv, vd));
+        add(A + "in_proj_b.weight", {Hv, H}, in_proj, iota_rows(conv + vd, Hv));
+        add(A + "in_proj_a.weight", {Hv, H}, in_proj, iota_rows(conv + vd + Hv, Hv));
+      }
+      add(A + "conv1d.weight", {conv, 1, K},
+          [li](ModelWeights& w) { return &w.layers[li].linear.conv1d; });
+      add(A + "dt_bias", {Hv}, [li](ModelWeights& w) { return &w.layers[li].linear.dt_bias; });
+      add(A + "A_log", {Hv}, [li](ModelWeights& w) { return &w.layers[li].linear.A_log; });
+      add(A + "norm.weight", {dv}, [li](ModelWeights& w) { return &w.layers[li].linear.norm; });
+      add(A + "out_proj.weight", {H, vd},
+          [li](ModelWeights& w) { return &w.layers[li].linear.out_proj; });
+    } else {
+      const std::string A = L + "self_attn.";
+      add(A + "q_proj.weight", {2 * Hq * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].attn.q_proj; });
+      add(A + "k_proj.weight", {Hkv * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].attn.k_proj; });
+      add(A + "v_proj.weight", {Hkv * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].attn.v_proj; });
+      add(A + "o_proj.weight", {H, Hq * hd},
+          [li](ModelWeights& w) { return &w.layers[li].attn.o_proj; });
+      add(A + "q_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.q_norm; });
+      add(A + "k_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.k_norm; });
+    }
+    // A SwiGLU block named `M` whose canonical weights `get` returns.
+    auto add_mlp = [&](const std::string& M, int64_t I,
+                       std::function<MlpWeights*(ModelWeights&)> get) {
+      add(
+          M + "gate_proj.weight", {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          iota_rows(0, I));
+      add(
+          M + "up_proj.weight", {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          iota_rows(I, I));
+      add(M + "down_proj.weight", {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
+    };
+    if (c.layer_is_moe(i)) {
+      const std::string M = L + "mlp.";
+      const int64_t E = c.num_experts, I = c.moe_intermediate_size;
+      add(M + "gate.weight", {E, H}, [li](ModelWeights& w) { return &w.layers[li].moe.router; });
+      if (fused_experts) {
+        for (int which = 0; which < 2; ++which) {
+          Slot s;
+          s.hf = which == 0 ? HfTensor{M + "experts.gate_up_proj", {E, 2 * I, H}}
+                            : HfTensor{M + "experts.down_proj", {E, H, I}};
+          s.stacked = static_cast<int>(E);
+          s.stacked_gate_up = which == 0;
+          s.layer = i;
+          slots.push_back(std::move(s));
+        }
+      } else {
+        for (int e = 0; e < c.num_experts; ++e) {
+          const size_t ei = static_cast<size_t>(e);
+          add_mlp(M + "experts." + std::to_string(e) + ".", I,
+                  [li, ei](ModelWeights& w) { return &w.layers[li].moe.experts[ei]; });
+        }
+      }
+      add_mlp(M + "shared_expert.", c.shared_expert_intermediate_size,
+              [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; });
+      add(M + "shared_expert_gate.weight", {1, H},
+          [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
+    } else {
+      add_mlp(L + "mlp.", c.intermediate_size, [li](ModelWeights& w) { return &w.layers[li].mlp; });
+    }
+  }
+  add(prefix + "norm.weight", {H}, [](ModelWeights& w) { return &w.final_norm; });
+  if (!c.tie_word_embeddings)
+    add("lm_head.weight", {V, H}, [](ModelWeights& w) { return &w.lm_head; });
+  return slots;
+}
+
+std::string save_prefix(const ModelConfig& c) {
+  return c.arch == Arch::Qwen3_5 ? "model.language_model." : "model.";
+}
+
+void put(const Slot& s, ModelWeights& w, const Tensor& src) {
+  if (s.stacked > 0) {
+    auto& L = w.layers[static_cast<size_t>(s.layer)];
+    const int64_t per = src.numel() / s.stacked;
+    for (int e = 0; e < s.stacked; ++e) {
+      Tensor& dst = s.stacked_gate_up ? L.moe.experts[static_cast<size_t>(e)].gate_up
+                                      : L.moe.experts[static_cast<size_t>(e)].down;
+      std::memcpy(dst.data(), src.data() + e * per, static_cast<size_t>(per) * sizeof(float));
+    }
+    return;
+  }
+  Tensor* dst = s.target(w);
+  if (s.rows.empty()) {
+    require(dst->numel() == src.numel(),
+            "internal: canonical tensor for '" + s.hf.name + "' has shape " + dst->shape_str());
+    std::memcpy(dst->data(), src.data(), src.bytes());
+  } else {
+    copy_rows_in(*dst, src, s.rows);
+  }
+}
+
+Tensor get(const Slot& s, const ModelWeights& w_const) {
+  auto& w = const_cast<ModelWeights&>(w_const);  // target() only hands out a pointer
+  Tensor out(s.hf.shape);
+  if (s.stacked > 0) {
+    const auto& L = w.layers[static_cast<size_t>(s.layer)];
+    const int64_t per = out.numel() / s.stacked;
+    for (int e = 0; e < s.stacked; ++e) {
+      const Tensor& src = s.stacked_gate_up ? L.moe.experts[static_cast<size_t>(e)].gate_up
+                                            : L.moe.experts[static_cast<size_t>(e)].down;
+      std::memcpy(out.data() + e * per, src.data(), static_cast<size_t>(per) * sizeof(float));
+    }
+    return out;
+  }
+  const Tensor* src = s.target(w);
+  if (s.rows.empty()) {
+    require(src->numel() == out.numel(),
+            "internal: canonical tensor for '" + s.hf.name + "' has shape " + src->shape_str());
+    std::memcpy(out.data(), src->data(), out.bytes());
+  } else {
+    copy_rows_out(out, *src, s.rows);
+  }
+  return out;
+}
+
+bool has_prefix(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+bool has_suffix(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+const char* torch_dtype_name(DType d) {
+  switch (d) {
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    default:
+      return "float32";
+  }
+}
+
+json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  require(in.good(), p.string() + ": cannot open");
+  try {
+    return json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& ignorable_prefixes() {
+  static const std::vector<std::string> p = {"mtp.", "model.visual.", "model.mtp."};
+  return p;
+}
+
+std::vector<int64_t> qwen3_next_in_proj_rows(const ModelConfig& c) {
+  const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const int64_t G = Hv / Hk;  // value heads per key head
+  const int64_t kd = Hk * dk, vd = Hv * dv, conv = 2 * kd + vd;
+  const int64_t group = 2 * dk + 2 * G * dv;  // rows of one key head's [q|k|v|z] block
+  const int64_t qkvz_rows = Hk * group;
+  std::vector<int64_t> src(static_cast<size_t>(conv + vd + 2 * Hv));
+  auto set = [&](int64_t canonical, int64_t source) {
+    src[static_cast<size_t>(canonical)] = source;
+  };
+  for (int64_t g = 0; g < Hk; ++g) {
+    const int64_t base = g * group;
+    for (int64_t i = 0; i < dk; ++i) {
+      set(g * dk + i, base + i);            // q
+      set(kd + g * dk + i, base + dk + i);  // k
+    }
+    for (int64_t i = 0; i < G * dv; ++i) {
+      set(2 * kd + g * G * dv + i, base + 2 * dk + i);         // v
+      set(conv + g * G * dv + i, base + 2 * dk + G * dv + i);  // z
+    }
+    for (int64_t j = 0; j < G; ++j) {
+      set(conv + vd + g * G + j, qkvz_rows + g * 2 * G + j);           // b
+      set(conv + vd + Hv + g * G + j, qkvz_rows + g * 2 * G + G + j);  // a
+    }
+  }
+  return src;
+}
+
+std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config) {
+  std::vector<HfTensor> out;
+  for (const Slot& s : build_slots(config, save_prefix(config), false)) out.push_back(s.hf);
+  return out;
+}
+
+ModelWeights weights_from_hf(const ModelConfig& config,
+                             const std::function<Tensor(const HfTensor&)>& produce) {
+  ModelWeights w = allocate(config);
+  for (const Slot& s : build_slots(config, save_prefix(config), false)) {
+    const Tensor t = produce(s.hf);
+    require(t.shape() == s.hf.shape, "internal: produced tensor '" + s.hf.name + "' has shape " +
+                                         t.shape_str() + ", expected " +
+                                         shape_to_string(s.hf.shape));
+    put(s, w, t);
+  }
+  return w;
+}
+
+Tensor hf_tensor_from_weights(const ModelConfig& config, const ModelWeights& weights,
+                              const HfTensor& which) {
+  for (const Slot& s : build_slots(config, save_prefix(config), false))
+    if (s.hf.name == which.name) return get(s, weights);
+  throw Error("no tensor named '" + which.name + "' in the " + arch_name(config.arch) + " layout");
+}
+
+ModelConfig load_config(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "config.json";
+  require(fs::is_directory(dir), dir + ": model folder does not exist");
+  require(fs::exists(p), dir + ": no config.json in the model folder");
+  try {
+    return ModelConfig::from_json(read_json_file(p));
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    // from_json names "config.json"; give the full path instead.
+    if (has_prefix(msg, "config.json: ")) msg = msg.substr(13);
+    if (has_prefix(msg, "config: ")) msg = msg.substr(8);
+    throw Error(p.string() + ": " + msg);
+  }
+}
+
+LoadedModel load_checkpoint(const std::string& dir) {
+  LoadedModel out;
+  out.dir = dir;
+  out.config = load_config(dir);
+  const ModelConfig& c = out.config;
+  const SafetensorsCheckpoint ckpt(dir);
+  out.sharded = ckpt.sharded();
+  const std::vector<std::string> names = ckpt.names();
+  const std::set<std::string> present(names.begin(), names.end());
+
+  // Qwen3.5 weights sit under model.language_model. in published checkpoints and under
+  // model. when saved from the text-only class; Qwen3-Next experts may be one tensor per
+  // expert (checkpoints) or fused stacks (transformers' in-memory form).
+  // A nested Qwen3.5 config has two tie_word_embeddings flags; transformers' text-only
+  // class reads the inner one and the multimodal class the outer one. When they
+  // disagree, the checkpoint itself decides: lm_head.weight stored means untied.
+  if (c.arch == Arch::Qwen3_5) {
+    const json raw = read_json_file(fs::path(dir) / "config.json");
+    if (raw.contains("text_config") && raw.at("text_config").is_object() &&
+        raw.value("tie_word_embeddings", json()).is_boolean() &&
+        raw.at("text_config").value("tie_word_embeddings", json()).is_boolean() &&
+        raw.at("tie_word_embeddings") != raw.at("text_config").at("tie_word_embeddings"))
+      out.config.tie_word_embeddings = present.count("lm_head.weight") == 0;
+  }
+
+  std::string prefix = "model.";
+  if (c.arch == Arch::Qwen3_5 && present.count("model.language_model.embed_tokens.weight"))
+    prefix = "model.language_model.";
+  bool fused = false;
+  for (const std::string& n : names) fused = fused || has_suffix(n, ".mlp.experts.gate_up_proj");
+  const std::vector<Slot> slots = build_slots(c, prefix, fused);
+
+  // Check everything before reading anything; report the first problem, count the rest.
+  std::vector<std::string> problems;
+  std::set<std::string> expected;
+  for (const Slot& s : slots) {
+    expected.insert(s.hf.name);
+    if (!present.count(s.hf.name)) {
+      problems.push_back(dir + ": tensor '" + s.hf.name + "' (expected shape " +
+                         shape_to_string(s.hf.shape) + ") is missing from the checkpoint");
+      continue;
+    }
+    const TensorInfo& info = ckpt.info(s.hf.name);
+    if (info.shape != s.hf.shape) {
+      problems.push_back(ckpt.file_of(s.hf.name) + ": tensor '" + s.hf.name + "' has shape " +
+                         info.shape_str() + ", expected " + shape_to_string(s.hf.shape) +
+                         " from config.json");
+    } else if (!dtype_is_float(info.dtype)) {
+      problems.push_back(ckpt.file_of(s.hf.name) + ": tensor '" + s.hf.name + "' has dtype " +
+                         dtype_name(info.dtype) + ", expected BF16, F16 or F32");
+    }
+  }
+  for (const std::string& n : names) {
+    if (expected.count(n)) continue;
+    bool ignorable = std::any_of(ignorable_prefixes().begin(), ignorable_prefixes().end(),
+                                 [&](const std::string& p) { return has_prefix(n, p); });
+    ignorable = ignorable || has_suffix(n, ".rotary_emb.inv_freq");
+    ignorable = ignorable || (c.tie_word_embeddings && n == "lm_head.weight");
+    if (ignorable) {
+      out.ignored.push_back(n);
+    } else {
+      problems.push_back(ckpt.file_of(n) + ": unexpected tensor '" + n + "' (not part of a " +
+                         arch_name(c.arch) + " model with this config.json)");
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = problems.front();
+    if (problems.size() > 1)
+      msg += " (and " + std::to_string(problems.size() - 1) + " more problem" +
+             (problems.size() > 2 ? "s" : "") + ")";
+    throw Error(msg);
+  }
+
+  out.weights = allocate(c);
+  std::set<std::string> dtypes;
+  for (const Slot& s : slots) {
+    const TensorInfo& info = ckpt.info(s.hf.name);
+    dtypes.insert(dtype_short(info.dtype));
+    out.checkpoint_bytes += info.end - info.begin;
+    put(s, out.weights, ckpt.read(s.hf.name));
+  }
+  if (dtypes.size() == 1) {
+    out.dtype = *dtypes.begin();
+  } else {
+    out.dtype = "mixed(";
+    for (const std::string& d : dtypes) out.dtype += (out.dtype.back() == '(' ? "" : ",") + d;
+    out.dtype += ")";
+  }
+  return out;
+}
+
+void save_checkpoint(const std::string& dir, const ModelConfig& config, const ModelWeights& weights,
+                     DType dtype, uint64_t max_shard_bytes) {
+  require(dtype_is_float(dtype), std::string("cannot save weights as ") + dtype_name(dtype) +
+                                     " (supported: f32, bf16, f16)");
+  config.validate();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  require(!ec && fs::is_directory(dir), dir + ": cannot create the output folder");
+  // Remove weights of an earlier save so that a stale file can never shadow this one.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string n = entry.path().filename().string();
+    if (n == "model.safetensors" || n == "model.safetensors.index.json" ||
+        (has_prefix(n, "model-") && has_suffix(n, ".safetensors")))
+      fs::remove(entry.path());
+  }
+
+  json cj = config.to_json();
+  cj["dtype"] = torch_dtype_name(dtype);
+  if (cj.contains("text_config")) cj["text_config"]["dtype"] = torch_dtype_name(dtype);
+  {
+    std::ofstream out(fs::path(dir) / "config.json");
+    out << cj.dump(2) << "\n";
+    require(out.good(), dir + "/config.json: write failed");
+  }
+
+  const std::vector<Slot> slots = build_slots(config, save_prefix(config), false);
+  // Shards: consecutive slots until the byte budget is reached (at least one per shard).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const uint64_t b = Tensor::count(slots[i].hf.shape) * dtype_size(dtype);
+    if (max_shard_bytes > 0 && !shards.back().empty() && in_shard + b > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += b;
+    total += b;
+  }
+  auto write_shard = [&](const std::string& path, const std::vector<size_t>& members) {
+    std::vector<TensorSpecOut> specs;
+    for (size_t i : members) specs.push_back({slots[i].hf.name, slots[i].hf.shape});
+    write_safetensors(path, specs, dtype,
+                      [&](size_t k) { return get(slots[members[k]], weights); });
+  };
+  if (max_shard_bytes == 0) {
+    write_shard((fs::path(dir) / "model.safetensors").string(), shards[0]);
+    return;
+  }
+  json index;
+  index["metadata"] = {{"total_size", total}};
+  index["weight_map"] = json::object();
+  const size_t n = shards.size();
+  for (size_t s = 0; s < n; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", s + 1, n);
+    write_shard((fs::path(dir) / name).string(), shards[s]);
+    for (size_t i : shards[s]) index["weight_map"][slots[i].hf.name] = name;
+  }
+  std::ofstream out(fs::path(dir) / "model.safetensors.index.json");
+  out << index.dump(2) << "\n";
+  require(out.good(), dir + "/model.safetensors.index.json: write failed");
+}
+
+}  // namespace hypic::model

@@ -1,0 +1,73 @@
+#pragma once
+// Hugging Face model folders <-> hypic's canonical weights.
+//
+// A folder holds config.json and model.safetensors (or shards listed in
+// model.safetensors.index.json). Loading checks every tensor the config implies for
+// presence and exact shape, refuses tensors hypic does not know (except the ignorable
+// prefixes below), converts to f32 and to the canonical layout of model/weights.hpp.
+// Saving writes exactly the Hugging Face layout (the inverse conversion), so
+// transformers' AutoModelForCausalLM loads the result with no missing or unexpected keys.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/safetensors.hpp"
+#include "model/weights.hpp"
+
+namespace hypic::model {
+
+struct LoadedModel {
+  ModelConfig config;
+  ModelWeights weights;
+  std::string dir;
+  std::string dtype;              // checkpoint dtype of the weights: "bf16", "f32", "f16" or
+                                  // "mixed(bf16,f32)" when they differ
+  uint64_t checkpoint_bytes = 0;  // bytes of weight data read from the checkpoint
+  bool sharded = false;
+  std::vector<std::string> ignored;  // tensor names skipped under an ignorable prefix
+};
+
+// Reads dir/config.json (errors name the file and the field).
+ModelConfig load_config(const std::string& dir);
+
+// Loads config and weights; throws hypic::Error (one line) on any mismatch.
+LoadedModel load_checkpoint(const std::string& dir);
+
+// Writes dir/config.json and dir/model.safetensors in `dtype` (F32, BF16 or F16). With
+// max_shard_bytes > 0 the weights are split into model-0000i-of-0000n.safetensors files
+// plus model.safetensors.index.json, as transformers' save_pretrained does.
+void save_checkpoint(const std::string& dir, const ModelConfig& config, const ModelWeights& weights,
+                     DType dtype, uint64_t max_shard_bytes = 0);
+
+// One tensor of the Hugging Face layout the config implies.
+struct HfTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+// Every tensor save_checkpoint writes for this config, in a fixed order. Qwen3.5 names
+// carry the `model.language_model.` level; Qwen3-Next experts are listed one by one
+// (`mlp.experts.<e>.{gate,up,down}_proj.weight`).
+std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
+
+// Canonical weights assembled from Hugging Face tensors: `produce` is called once for
+// each entry of hf_tensor_layout(config), in order, and must return that shape. The
+// loader and the random initialiser both build weights through this one conversion.
+ModelWeights weights_from_hf(const ModelConfig& config,
+                             const std::function<Tensor(const HfTensor&)>& produce);
+// The inverse: one Hugging Face tensor (by its entry in hf_tensor_layout) from canonical
+// weights.
+Tensor hf_tensor_from_weights(const ModelConfig& config, const ModelWeights& weights,
+                              const HfTensor& which);
+
+// Tensor-name prefixes that load_checkpoint skips without complaint: multi-token
+// prediction heads and the Qwen3.5 vision tower.
+const std::vector<std::string>& ignorable_prefixes();
+
+// Row permutation between Qwen3-Next's grouped projections and the flat canonical order.
+// Returns, for each row r of the canonical in_proj ([q|k|v|z|b|a]), the row of the
+// concatenation [in_proj_qkvz ; in_proj_ba] it comes from.
+std::vector<int64_t> qwen3_next_in_proj_rows(const ModelConfig& config);
+
+}  // namespace hypic::model

@@ -1,0 +1,194 @@
+// Preset model sizes and deterministic random initialisation.
+#include "model/presets.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+#include "model/checkpoint.hpp"
+
+namespace hypic::model {
+namespace {
+
+struct Sizes {
+  int vocab, hidden, layers, intermediate;
+  int heads, kv_heads, head_dim;
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+  int experts, top_k, moe_intermediate, shared_intermediate;  // qwen3_next only
+  double rope_theta;
+  int max_positions;
+};
+
+// Proportions follow the published Qwen3.5 / Qwen3-Next models, scaled down: 3 Gated
+// DeltaNet layers to 1 gated-attention layer, twice as many value heads as key heads in
+// the linear layers, 4:1 (bench) GQA, partial RoPE on a quarter of the head dimension.
+Sizes sizes_for(Arch arch, const std::string& preset) {
+  const bool next = arch == Arch::Qwen3Next;
+  if (preset == "tiny")
+    return {512, 64, 4, 128, 4, 2, 16, 2, 4, 16, 16, next ? 4 : 0, 2, 32, 64, 10000.0, 4096};
+  if (preset == "small")
+    return {4096, 256, 8, 512, 4, 2, 64, 2, 4, 64, 64, next ? 4 : 0, 2, 128, 256, 1e7, 32768};
+  if (preset == "bench")
+    return {32000, 1024,          12, 2560, 8,   2,   128,  4, 8, 128,
+            128,   next ? 16 : 0, 4,  256,  512, 1e7, 32768};
+  throw Error("unknown preset '" + preset + "' (supported: tiny, small, bench)");
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// The initial values of one Hugging Face tensor, chosen from its name:
+//  - projections: N(0, 1/fan_in) so that each layer's activations stay O(1); projections
+//    back into the residual stream are further scaled by 1/sqrt(2·layers);
+//  - embeddings N(0, 1) (tied: N(0, hidden^-1/2)), lm_head N(0, 1/hidden);
+//  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; the gated norm's
+//    plain weight around 1;
+//  - conv1d N(0, 1/K); dt_bias 1 (as transformers initialises it);
+//    A_log = log(U(1, 16)).
+Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
+  NormalRng rng(splitmix64(seed ^ splitmix64(fnv1a(t.name))));
+  Tensor out(t.shape);
+  const std::string& n = t.name;
+  auto fill_normal = [&](double mean, double std) {
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out[i] = static_cast<float>(mean + std * rng.normal());
+  };
+  const double fan_in = static_cast<double>(t.shape.back());
+  const double residual_scale = 1.0 / std::sqrt(2.0 * c.num_hidden_layers);
+  if (ends_with(n, "embed_tokens.weight")) {
+    // Tied embeddings also produce the logits; hidden^-1/4 keeps both the input scale and
+    // the logit spread moderate.
+    fill_normal(0.0, c.tie_word_embeddings ? std::pow(c.hidden_size, -0.25) : 1.0);
+  } else if (n == "lm_head.weight") {
+    fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.hidden_size)));
+  } else if (ends_with(n, "linear_attn.norm.weight")) {
+    fill_normal(1.0, 0.05);
+  } else if (ends_with(n, "norm.weight")) {  // input/post-attention/final/q/k norms
+    fill_normal(0.0, 0.05);
+  } else if (ends_with(n, "conv1d.weight")) {
+    fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.linear_conv_kernel_dim)));
+  } else if (ends_with(n, "dt_bias")) {
+    for (int64_t i = 0; i < out.numel(); ++i) out[i] = 1.0f;
+  } else if (ends_with(n, "A_log")) {
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out[i] = static_cast<float>(std::log(1.0 + 15.0 * rng.uniform()));
+  } else if (ends_with(n, "out_proj.weight") || ends_with(n, "o_proj.weight") ||
+             ends_with(n, "down_proj.weight")) {
+    fill_normal(0.0, residual_scale / std::sqrt(fan_in));
+  } else {
+    fill_normal(0.0, 1.0 / std::sqrt(fan_in));
+  }
+  return out;
+}
+
+}  // namespace
+
+double NormalRng::uniform() {
+  return static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);  // 2^-53
+}
+
+// Marsaglia's polar method: only sqrt (exact in IEEE arithmetic) and log are needed.
+double NormalRng::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  double u, v, s;
+  do {
+    u = 2.0 * uniform() - 1.0;
+    v = 2.0 * uniform() - 1.0;
+    s = u * u + v * v;
+  } while (s >= 1.0 || s == 0.0);
+  const double f = std::sqrt(-2.0 * std::log(s) / s);
+  spare_ = v * f;
+  has_spare_ = true;
+  return u * f;
+}
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = {"tiny", "small", "bench"};
+  return names;
+}
+
+Arch parse_arch(const std::string& name) {
+  if (name == "qwen3_next") return Arch::Qwen3Next;
+  if (name == "qwen3_5") return Arch::Qwen3_5;
+  throw Error("unknown architecture '" + name + "' (supported: qwen3_next, qwen3_5)");
+}
+
+ModelConfig preset_config(Arch arch, const std::string& preset) {
+  const Sizes s = sizes_for(arch, preset);
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = s.vocab;
+  c.hidden_size = s.hidden;
+  c.num_hidden_layers = s.layers;
+  c.intermediate_size = s.intermediate;
+  c.rms_norm_eps = 1e-6;
+  c.max_position_embeddings = s.max_positions;
+  // Qwen3.5's smaller models tie the output matrix to the embeddings; Qwen3-Next does not.
+  c.tie_word_embeddings = arch == Arch::Qwen3_5;
+  c.full_attention_interval = 4;
+  for (int i = 0; i < s.layers; ++i)
+    c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::FullAttention : LayerKind::Linear);
+  c.num_attention_heads = s.heads;
+  c.num_key_value_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.rope_theta = s.rope_theta;
+  c.partial_rotary_factor = 0.25;
+  c.linear_num_key_heads = s.lin_k_heads;
+  c.linear_num_value_heads = s.lin_v_heads;
+  c.linear_key_head_dim = s.lin_k_dim;
+  c.linear_value_head_dim = s.lin_v_dim;
+  c.linear_conv_kernel_dim = 4;
+  if (arch == Arch::Qwen3Next) {
+    c.num_experts = s.experts;
+    c.num_experts_per_tok = s.top_k;
+    c.moe_intermediate_size = s.moe_intermediate;
+    c.shared_expert_intermediate_size = s.shared_intermediate;
+    c.decoder_sparse_step = 1;
+    c.norm_topk_prob = true;
+  }
+  c.validate();
+  return c;
+}
+
+ModelWeights random_weights(const ModelConfig& config, uint64_t seed) {
+  config.validate();
+  return weights_from_hf(config, [&](const HfTensor& t) { return init_tensor(config, t, seed); });
+}
+
+uint64_t config_parameter_count(const ModelConfig& config) {
+  uint64_t n = 0;
+  for (const HfTensor& t : hf_tensor_layout(config)) n += Tensor::count(t.shape);
+  return n;
+}
+
+uint64_t config_active_parameter_count(const ModelConfig& config) {
+  uint64_t n = config_parameter_count(config);
+  if (config.num_experts <= 0) return n;
+  const uint64_t per_expert = 3ull * static_cast<uint64_t>(config.hidden_size) *
+                              static_cast<uint64_t>(config.moe_intermediate_size);
+  for (int i = 0; i < config.num_hidden_layers; ++i)
+    if (config.layer_is_moe(i))
+      n -= per_expert * static_cast<uint64_t>(config.num_experts - config.num_experts_per_tok);
+  return n;
+}
+
+}  // namespace hypic::model

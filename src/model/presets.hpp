@@ -1,0 +1,43 @@
+#pragma once
+// Named model sizes for random initialisation (`hypic model init`), and the
+// deterministic random initialiser itself.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/weights.hpp"
+
+namespace hypic::model {
+
+// "tiny" (tests), "small" (demo), "bench" (performance); throws hypic::Error otherwise.
+ModelConfig preset_config(Arch arch, const std::string& preset);
+const std::vector<std::string>& preset_names();
+// Parses "qwen3_next" / "qwen3_5"; throws hypic::Error naming the supported ones.
+Arch parse_arch(const std::string& name);
+
+// Random weights for `config`, identical for a given seed on every platform: each tensor
+// draws from its own std::mt19937_64 stream seeded from (seed, tensor name), and normal
+// variates come from hypic's own Marsaglia polar method, not std::normal_distribution.
+ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
+
+// Parameters the config implies (every tensor of the checkpoint), and those used per token
+// (MoE layers count only the routed top-k experts).
+uint64_t config_parameter_count(const ModelConfig& config);
+uint64_t config_active_parameter_count(const ModelConfig& config);
+
+// A deterministic N(0,1) generator on top of std::mt19937_64 (exposed for tests).
+class NormalRng {
+ public:
+  explicit NormalRng(uint64_t seed) : engine_(seed) {}
+  double uniform();  // [0, 1), 53 random bits
+  double normal();
+
+ private:
+  std::mt19937_64 engine_;
+  bool has_spare_ = false;
+  double spare_ = 0.0;
+};
+
+}  // namespace hypic::model

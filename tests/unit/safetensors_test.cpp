@@ -1,0 +1,233 @@
+// safetensors reader and writer: dtype conversions, round trips, validation errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "model/safetensors.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using hypic::Tensor;
+using namespace hypic::model;
+
+// A fresh folder per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("hypic-st-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A file written byte by byte, to test the reader independently of the writer.
+std::string raw_file(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+Tensor sample(std::vector<int64_t> shape, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = scale * std::sin(0.37f * i + 0.1f) * (1 + i % 7);
+  return t;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const hypic::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties go to the even mantissa (1.0).
+  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  // 1 + 3·2^-8 is halfway between 1.0078125 (odd) and 1.015625 (even): rounds up.
+  EXPECT_EQ(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3f81);
+  EXPECT_EQ(f32_to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(bf16_to_f32(0x3fc0), 1.5f);
+}
+
+TEST(Safetensors, F16Conversions) {
+  EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(f32_to_f16(-2.5f), 0xc100);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                   // overflow to inf
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_to_f32(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(f16_to_f32(0xc100), -2.5f);
+  // Every finite half survives a round trip through f32.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00) continue;  // inf / NaN
+    EXPECT_EQ(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))), h) << std::hex << h;
+  }
+}
+
+TEST(Safetensors, RoundTripF32IsExact) {
+  TempDir dir;
+  const Tensor a = sample({3, 5}), b = sample({7}), c = sample({2, 1, 4});
+  write_safetensors(dir.file("x.safetensors"), {{"b", &b}, {"a", &a}, {"c.w", &c}}, DType::F32);
+  const SafetensorsFile f(dir.file("x.safetensors"));
+  EXPECT_EQ(f.tensors().size(), 3u);
+  EXPECT_EQ(f.metadata().at("format"), "pt");
+  for (auto [name, t] : {std::pair{"a", &a}, {"b", &b}, {"c.w", &c}}) {
+    const Tensor r = f.read(name);
+    EXPECT_EQ(r.shape(), t->shape()) << name;
+    EXPECT_EQ(r.vec(), t->vec()) << name;
+    EXPECT_EQ(f.info(name).dtype, DType::F32);
+  }
+}
+
+TEST(Safetensors, RoundTripBf16AndF16MatchRoundedValues) {
+  TempDir dir;
+  const Tensor a = sample({4, 9}, 3.0f);
+  for (DType d : {DType::BF16, DType::F16}) {
+    const std::string p = dir.file(std::string(dtype_short(d)) + ".safetensors");
+    write_safetensors(p, {{"a", &a}}, d);
+    const SafetensorsFile f(p);
+    EXPECT_EQ(f.info("a").dtype, d);
+    const Tensor r = f.read("a");
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const float want =
+          d == DType::BF16 ? bf16_to_f32(f32_to_bf16(a[i])) : f16_to_f32(f32_to_f16(a[i]));
+      EXPECT_EQ(r[i], want) << i;
+    }
+  }
+}
+
+TEST(Safetensors, WriterIsDeterministicAndAligned) {
+  TempDir dir;
+  const Tensor a = sample({3, 3}), b = sample({5});
+  write_safetensors(dir.file("1.safetensors"), {{"a", &a}, {"b", &b}}, DType::BF16);
+  write_safetensors(dir.file("2.safetensors"), {{"b", &b}, {"a", &a}}, DType::BF16);
+  const std::string one = slurp(dir.file("1.safetensors"));
+  EXPECT_EQ(one, slurp(dir.file("2.safetensors")));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(one[i]);
+  EXPECT_EQ(n % 8, 0u);
+  const auto header = nlohmann::json::parse(one.substr(8, n));
+  EXPECT_EQ(header.at("__metadata__").at("format"), "pt");
+  EXPECT_EQ(header.at("a").at("dtype"), "BF16");
+}
+
+TEST(Safetensors, ReadsIntegerTensors) {
+  TempDir dir;
+  // Hand-written file: an I64 tensor [3] and an I32 tensor [2].
+  std::string data;
+  for (int64_t v : {int64_t{5}, int64_t{-7}, int64_t{123456}})
+    data.append(reinterpret_cast<const char*>(&v), 8);
+  for (int32_t v : {int32_t{42}, int32_t{-1}}) data.append(reinterpret_cast<const char*>(&v), 4);
+  const std::string header = R"({"ids":{"dtype":"I64","shape":[3],"data_offsets":[0,24]},)"
+                             R"("g":{"dtype":"I32","shape":[2],"data_offsets":[24,32]}})";
+  spit(dir.file("i.safetensors"), raw_file(header, data));
+  const SafetensorsFile f(dir.file("i.safetensors"));
+  EXPECT_EQ(f.read_int32("ids"), (std::vector<int32_t>{5, -7, 123456}));
+  EXPECT_EQ(f.read_int32("g"), (std::vector<int32_t>{42, -1}));
+  EXPECT_NE(error_of([&] { f.read("ids"); }).find("I64"), std::string::npos);
+
+  write_safetensors_int32(dir.file("w.safetensors"), {{"t", {{2, 2}, {1, 2, 3, 4}}}});
+  const SafetensorsFile w(dir.file("w.safetensors"));
+  EXPECT_EQ(w.read_int32("t"), (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(w.info("t").shape, (std::vector<int64_t>{2, 2}));
+}
+
+TEST(Safetensors, TruncatedFileNamesFileAndTensor) {
+  TempDir dir;
+  const Tensor a = sample({16, 16}), b = sample({16});
+  const std::string p = dir.file("t.safetensors");
+  write_safetensors(p, {{"first", &a}, {"second", &b}}, DType::F32);
+  fs::resize_file(p, fs::file_size(p) - 10);  // cuts into "second", the last in the file
+  const std::string msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'second'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+
+  fs::resize_file(p, 5);  // not even a header length
+  EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("truncated"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsInconsistentHeaders) {
+  TempDir dir;
+  const std::string p = dir.file("bad.safetensors");
+  // Size disagrees with shape x dtype.
+  spit(p, raw_file(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})",
+                   std::string(12, '\0')));
+  std::string msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("16 bytes"), std::string::npos) << msg;
+  // Unknown dtype.
+  spit(p, raw_file(R"({"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})",
+                   std::string(2, '\0')));
+  EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("F8_E4M3"), std::string::npos);
+  // Header that is not JSON.
+  spit(p, raw_file("{not json", ""));
+  EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("invalid safetensors header"),
+            std::string::npos);
+  // Header length beyond the file.
+  std::string bytes = raw_file("{}", "");
+  bytes[0] = 100;
+  spit(p, bytes);
+  EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("truncated"), std::string::npos);
+}
+
+TEST(Safetensors, ShardedIndexIsOneNameSpace) {
+  TempDir dir;
+  const Tensor a = sample({2, 3}), b = sample({4});
+  write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", &a}}, DType::F32);
+  write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", &b}}, DType::BF16);
+  spit(dir.file("model.safetensors.index.json"),
+       R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors",)"
+       R"("b":"model-00002-of-00002.safetensors"}})");
+  const SafetensorsCheckpoint ck(fs::path(dir.file("x")).parent_path().string());
+  EXPECT_TRUE(ck.sharded());
+  EXPECT_EQ(ck.names(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ck.read("a").vec(), a.vec());
+  EXPECT_EQ(ck.info("b").dtype, DType::BF16);
+  EXPECT_NE(ck.file_of("b").find("00002"), std::string::npos);
+
+  // An index entry pointing at a shard that lacks the tensor.
+  spit(dir.file("model.safetensors.index.json"),
+       R"({"weight_map":{"a":"model-00002-of-00002.safetensors"}})");
+  const std::string msg =
+      error_of([&] { SafetensorsCheckpoint c(fs::path(dir.file("x")).parent_path().string()); });
+  EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
+}
+
+}  // namespace
