@@ -1,0 +1,163 @@
+#include "store/entry.hpp"
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "store/checksum.hpp"
+
+namespace hypic::store {
+namespace {
+
+uint32_t float_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+float bits_float(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// Shifts `value` right by `shift` (1..31) bits, rounding to nearest, ties to even.
+uint32_t shift_round_even(uint32_t value, int shift) {
+  uint32_t kept = value >> shift;
+  uint32_t rest = value & ((1u << shift) - 1u);
+  uint32_t half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1u))) ++kept;
+  return kept;
+}
+
+}  // namespace
+
+size_t Entry::element_count() const {
+  size_t n = 0;
+  for (const auto& [name, tensor] : arrays) n += static_cast<size_t>(tensor.numel());
+  return n;
+}
+
+const Tensor& Entry::at(const std::string& name) const {
+  auto found = arrays.find(name);
+  if (found != arrays.end()) return found->second;
+  std::string names;
+  for (const auto& [have, tensor] : arrays) names += (names.empty() ? "" : ", ") + have;
+  throw Error("segment entry has no array '" + name +
+              "' (it has: " + (names.empty() ? std::string("none") : names) + ")");
+}
+
+std::string dtype_name(StoreDtype dtype) {
+  switch (dtype) {
+    case StoreDtype::kF32:
+      return "f32";
+    case StoreDtype::kBF16:
+      return "bf16";
+    case StoreDtype::kF16:
+      return "f16";
+  }
+  return "unknown";
+}
+
+StoreDtype parse_dtype(const std::string& text) {
+  if (text == "f32" || text == "float32") return StoreDtype::kF32;
+  if (text == "bf16" || text == "bfloat16") return StoreDtype::kBF16;
+  if (text == "f16" || text == "float16") return StoreDtype::kF16;
+  throw Error("unknown store dtype '" + text + "': choose f32, bf16 or f16");
+}
+
+size_t dtype_bytes(StoreDtype dtype) {
+  return dtype == StoreDtype::kF32 ? 4 : 2;
+}
+
+uint16_t f32_to_bf16(float value) {
+  uint32_t x = float_bits(value);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  // Adding 0x7FFF plus the lowest kept bit rounds to nearest, ties to even; a carry into the
+  // exponent is the correct result (including overflow to infinity).
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bf16_to_f32(uint16_t bits) {
+  return bits_float(static_cast<uint32_t>(bits) << 16);
+}
+
+uint16_t f32_to_f16(float value) {
+  uint32_t x = float_bits(value);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t magnitude = x & 0x7FFFFFFFu;
+  if (magnitude >= 0x7F800000u) {  // infinity or NaN
+    if (magnitude == 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u);
+    return static_cast<uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
+  }
+  if (magnitude >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520
+  if (magnitude >= 0x38800000u) {  // normal in f16: rebias the exponent, round 13 bits away
+    uint32_t rebased = magnitude - (112u << 23);
+    return static_cast<uint16_t>(sign | shift_round_even(rebased, 13));
+  }
+  // Subnormal in f16 (or zero): count units of 2^-24.
+  int exponent = static_cast<int>(magnitude >> 23);
+  if (exponent < 102) return static_cast<uint16_t>(sign);  // below 2^-25: rounds to zero
+  uint32_t mantissa = (magnitude & 0x7FFFFFu) | 0x800000u;
+  return static_cast<uint16_t>(sign | shift_round_even(mantissa, 126 - exponent));
+}
+
+float f16_to_f32(uint16_t bits) {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1Fu;
+  uint32_t mantissa = bits & 0x3FFu;
+  if (exponent == 0) {
+    float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // 2^-24, exact
+    return bits_float(float_bits(magnitude) | sign);
+  }
+  if (exponent == 31) return bits_float(sign | 0x7F800000u | (mantissa << 13));
+  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+void encode(StoreDtype dtype, const float* src, size_t n, void* dst) {
+  if (dtype == StoreDtype::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  auto* out = static_cast<uint16_t*>(dst);
+  if (dtype == StoreDtype::kBF16) {
+    for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
+  }
+}
+
+void decode(StoreDtype dtype, const void* src, size_t n, float* dst) {
+  if (dtype == StoreDtype::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  const auto* in = static_cast<const uint16_t*>(src);
+  if (dtype == StoreDtype::kBF16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(in[i]);
+  }
+}
+
+std::string entry_key(const std::string& model_fingerprint, const std::vector<int32_t>& tokens,
+                      int junction) {
+  static const char kDomain[] = "hypic.segment.v1";
+  Fnv1a128 hash;
+  hash.update(kDomain, sizeof(kDomain) - 1);
+  hash.update_value<uint64_t>(model_fingerprint.size());
+  hash.update(model_fingerprint.data(), model_fingerprint.size());
+  hash.update_value<int64_t>(junction);
+  hash.update_value<uint64_t>(tokens.size());
+  for (int32_t token : tokens) hash.update_value<uint32_t>(static_cast<uint32_t>(token));
+  return to_hex(hash.digest());
+}
+
+std::string array_kind(const std::string& name) {
+  size_t first = name.find('/');
+  if (first == std::string::npos) return name;
+  size_t last = name.rfind('/');
+  return name.substr(0, first) + "/" + name.substr(last + 1);
+}
+
+}  // namespace hypic::store

@@ -1,0 +1,56 @@
+#pragma once
+// A segment entry as the store sees it: a token count and a set of named float arrays.
+// The store is generic over the arrays: the engine names them ("linear/3/T", "linear/3/S",
+// "linear/3/conv", "attn/7/K", "attn/7/V", ...) and the store keeps names and shapes.
+// Also: the stored element types (f32, bf16, f16) with their conversions, and the key.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/tensor.hpp"
+
+namespace hypic::store {
+
+struct Entry {
+  int64_t n_tokens = 0;
+  std::map<std::string, Tensor> arrays;  // ordered by name: the stored order
+
+  size_t element_count() const;
+  // The array `name`; throws hypic::Error listing the names there are.
+  const Tensor& at(const std::string& name) const;
+};
+
+// Element type of a store's payload. Every array is converted on write and read back as f32.
+enum class StoreDtype { kF32, kBF16, kF16 };
+
+std::string dtype_name(StoreDtype dtype);  // "f32", "bf16", "f16"
+// Parses "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"; throws naming the choices.
+StoreDtype parse_dtype(const std::string& text);
+size_t dtype_bytes(StoreDtype dtype);
+
+// Round-to-nearest-even conversions. NaN stays NaN (quiet), overflow becomes infinity,
+// f16 keeps subnormals.
+uint16_t f32_to_bf16(float value);
+float bf16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+float f16_to_f32(uint16_t bits);
+
+// Converts n floats into the stored representation (little-endian bytes, n * dtype_bytes).
+void encode(StoreDtype dtype, const float* src, size_t n, void* dst);
+void decode(StoreDtype dtype, const void* src, size_t n, float* dst);
+
+// The key of the entry for `tokens` computed by the model `model_fingerprint` with junction
+// width `junction`: FNV-1a 128 (checksum.hpp) over
+//   "hypic.segment.v1" | u64 len(fingerprint) | fingerprint | i64 junction |
+//   u64 len(tokens) | tokens as i32,
+// integers little-endian; returned as 32 lowercase hex digits.
+std::string entry_key(const std::string& model_fingerprint, const std::vector<int32_t>& tokens,
+                      int junction);
+
+// The kind an array name belongs to, for byte accounting: first and last path components
+// ("linear/3/T" -> "linear/T", "attn/7/K" -> "attn/K"); a name without '/' is its own kind.
+std::string array_kind(const std::string& name);
+
+}  // namespace hypic::store

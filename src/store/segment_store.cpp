@@ -1,0 +1,804 @@
+#include "store/segment_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "store/checksum.hpp"
+#include "store/hdf5.hpp"
+
+namespace hypic::store {
+namespace {
+
+constexpr const char* kFormatName = "hypic-segment-store";
+constexpr int kMaxRank = 6;
+constexpr size_t kKeyChars = 32;
+constexpr size_t kMaxNameChars = 64;
+constexpr hsize_t kPayloadChunk = 256 * 1024;  // elements: 1 MiB of f32, 512 KiB of 16-bit
+constexpr hsize_t kEntryChunk = 1024;          // rows of 72 bytes
+constexpr hsize_t kArrayChunk = 4096;          // rows of 64 bytes
+constexpr hsize_t kNameChunk = 256;
+constexpr size_t kPayloadCacheBytes = 8u << 20;
+constexpr size_t kTableCacheBytes = 2u << 20;
+constexpr hsize_t kScanBlock = 65536;
+
+// One row of /entries.
+struct EntryRow {
+  char key[kKeyChars];
+  int64_t n_tokens;
+  uint64_t payload_offset;  // first element in /payload
+  uint64_t payload_count;   // elements
+  uint64_t array_first;     // first row in /arrays
+  uint32_t array_count;
+  uint32_t checksum;  // CRC32C, see entry_checksum()
+};
+
+// One row of /arrays.
+struct ArrayRow {
+  uint32_t name_id;  // row in /array_names
+  uint32_t rank;
+  int64_t shape[kMaxRank];  // unused dimensions are 0
+  uint64_t offset;          // first element in /payload
+};
+
+// One slot of /commit: what a writer has made durable. Two slots, written alternately, so
+// a torn write of one (power loss) leaves the other.
+struct CommitRecord {
+  uint64_t generation;
+  uint64_t entries;  // committed rows of /entries (current and superseded)
+  uint64_t arrays;   // committed rows of /arrays
+  uint64_t names;    // committed rows of /array_names
+  uint64_t payload_end;
+  uint64_t reserved[2];
+  uint64_t crc;  // CRC32C of the seven words above
+};
+static_assert(sizeof(CommitRecord) == 8 * sizeof(uint64_t));
+
+uint64_t record_crc(const CommitRecord& r) {
+  return crc32c(&r, offsetof(CommitRecord, crc));
+}
+
+h5::Handle entry_row_type() {
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(EntryRow));
+  hid_t key = H5Tcopy(H5T_C_S1);
+  H5Tset_size(key, kKeyChars);
+  H5Tset_strpad(key, H5T_STR_NULLPAD);
+  H5Tinsert(t, "key", HOFFSET(EntryRow, key), key);
+  H5Tclose(key);
+  H5Tinsert(t, "n_tokens", HOFFSET(EntryRow, n_tokens), H5T_STD_I64LE);
+  H5Tinsert(t, "payload_offset", HOFFSET(EntryRow, payload_offset), H5T_STD_U64LE);
+  H5Tinsert(t, "payload_count", HOFFSET(EntryRow, payload_count), H5T_STD_U64LE);
+  H5Tinsert(t, "array_first", HOFFSET(EntryRow, array_first), H5T_STD_U64LE);
+  H5Tinsert(t, "array_count", HOFFSET(EntryRow, array_count), H5T_STD_U32LE);
+  H5Tinsert(t, "checksum", HOFFSET(EntryRow, checksum), H5T_STD_U32LE);
+  return h5::Handle(t, H5Tclose);
+}
+
+h5::Handle array_row_type() {
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(ArrayRow));
+  H5Tinsert(t, "name_id", HOFFSET(ArrayRow, name_id), H5T_STD_U32LE);
+  H5Tinsert(t, "rank", HOFFSET(ArrayRow, rank), H5T_STD_U32LE);
+  hsize_t dims[1] = {kMaxRank};
+  hid_t shape = H5Tarray_create2(H5T_STD_I64LE, 1, dims);
+  H5Tinsert(t, "shape", HOFFSET(ArrayRow, shape), shape);
+  H5Tclose(shape);
+  H5Tinsert(t, "offset", HOFFSET(ArrayRow, offset), H5T_STD_U64LE);
+  return h5::Handle(t, H5Tclose);
+}
+
+h5::Handle name_type() {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, kMaxNameChars);
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  return h5::Handle(t, H5Tclose);
+}
+
+// The payload element type on disk. f16 is an IEEE half that h5py reads as numpy.float16;
+// bf16 has no HDF5 or numpy type, so it is stored as its raw 16 bits (uint16).
+h5::Handle payload_file_type(StoreDtype dtype) {
+  if (dtype == StoreDtype::kF32) return h5::Handle(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+  if (dtype == StoreDtype::kBF16) return h5::Handle(H5Tcopy(H5T_STD_U16LE), H5Tclose);
+  hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return h5::Handle(t, H5Tclose);
+}
+
+// Memory type to read and write payload bytes without any HDF5 conversion.
+h5::Handle payload_memory_type(StoreDtype dtype) {
+  if (dtype == StoreDtype::kF32) return h5::Handle(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose);
+  if (dtype == StoreDtype::kBF16) return h5::Handle(H5Tcopy(H5T_NATIVE_UINT16), H5Tclose);
+  return payload_file_type(dtype);
+}
+
+std::string key_text(const EntryRow& row) {
+  return std::string(row.key, kKeyChars);
+}
+
+// The entry checksum: CRC32C over the stored payload bytes, then per array its name, a zero
+// byte, rank (u32), the rank dimensions (i64) and its offset from the entry's first element
+// (u64), then the key's 32 characters and n_tokens (i64); integers little-endian.
+uint32_t entry_checksum(const void* payload, size_t payload_bytes, const EntryRow& row,
+                        const std::vector<ArrayRow>& arrays,
+                        const std::vector<std::string>& names) {
+  uint32_t crc = crc32c(payload, payload_bytes);
+  for (const ArrayRow& a : arrays) {
+    const std::string& name = a.name_id < names.size() ? names[a.name_id] : std::string();
+    crc = crc32c(name.c_str(), name.size() + 1, crc);
+    crc = crc32c(&a.rank, sizeof(a.rank), crc);
+    crc = crc32c(a.shape, sizeof(int64_t) * std::min<uint32_t>(a.rank, kMaxRank), crc);
+    uint64_t relative = a.offset - row.payload_offset;
+    crc = crc32c(&relative, sizeof(relative), crc);
+  }
+  crc = crc32c(row.key, kKeyChars, crc);
+  return crc32c(&row.n_tokens, sizeof(row.n_tokens), crc);
+}
+
+Hash128 parse_key_or_throw(const std::string& key) {
+  Hash128 h;
+  require(parse_hex128(key, h), "segment store: '" + key +
+                                    "' is not an entry key (32 hex digits, as entry_key() "
+                                    "returns)");
+  return h;
+}
+
+// Holds an exclusive open-file-description lock on the store file while a writer has it
+// open, so a second writer (another process or another SegmentStore) is refused instead of
+// corrupting the file. Released by the kernel when the process dies.
+class WriterLock {
+ public:
+  WriterLock() = default;
+  WriterLock(const std::string& path, bool create) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd_ < 0) {
+      throw Error("segment store '" + path + "': cannot open for writing: " + std::strerror(errno));
+    }
+    struct flock lock;
+    std::memset(&lock, 0, sizeof(lock));
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd_, F_OFD_SETLK, &lock) != 0) {
+      int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EAGAIN || err == EACCES) {
+        throw Error("segment store '" + path +
+                    "' is being written by another process (or another open store in this "
+                    "one); wait for it to finish or use a different --store path");
+      }
+      throw Error("segment store '" + path + "': cannot lock for writing: " + std::strerror(err));
+    }
+  }
+  WriterLock(WriterLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  WriterLock& operator=(WriterLock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~WriterLock() { release(); }
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool held() const { return fd_ >= 0; }
+  // Our own descriptor on the same file: fsync through it flushes the file's pages.
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Opens the HDF5 file. A writer that failed because the disk was full can leave a file
+// shorter than the length its superblock records (HDF5 then refuses it as "truncated"). The
+// missing tail only ever held uncommitted data, so the file is extended back to its recorded
+// length with zeros and opened again; the commit record and checksums decide what is valid.
+// Done only when no other writer holds the store (`locked`, or a lock we can take now).
+h5::File open_repairing_length(const std::string& path, h5::Access access,
+                               const h5::FileOptions& options, bool locked) {
+  try {
+    return h5::File::open(path, access, options);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const std::string marker = "stored_eof = ";
+    size_t at = what.find(marker);
+    if (what.find("truncated file") == std::string::npos || at == std::string::npos) throw;
+    const auto stored_eof = std::strtoull(what.c_str() + at + marker.size(), nullptr, 10);
+    WriterLock temporary;
+    if (!locked) temporary = WriterLock(path, /*create=*/false);
+    if (stored_eof <= std::filesystem::file_size(path) ||
+        ::truncate(path.c_str(), static_cast<off_t>(stored_eof)) != 0)
+      throw;
+  }
+  return h5::File::open(path, access, options);
+}
+
+}  // namespace
+
+struct SegmentStore::Impl {
+  std::string path;
+  OpenMode mode = OpenMode::kRead;
+  StoreOptions options;
+  int format_version = kStoreFormatVersion;
+  WriterLock lock;
+  h5::File file;
+  h5::Dataset payload, entries, arrays, names_ds, commit;
+  h5::Handle entry_type = entry_row_type();
+  h5::Handle array_type = array_row_type();
+  h5::Handle name_type_ = name_type();
+  h5::Handle payload_mem;
+  size_t element_bytes = 4;
+
+  CommitRecord committed{};
+  std::vector<EntryRow> rows;                                    // committed rows of /entries
+  std::unordered_map<Hash128, uint64_t, Hash128Hasher> current;  // key -> row
+  std::unordered_set<uint64_t> damaged_rows;                     // found damaged this session
+  std::vector<uint64_t> unreadable_key_rows;  // rows whose key is not hex (damaged index)
+  std::vector<std::string> names;
+  std::unordered_map<std::string, uint32_t> name_ids;
+  std::string failed;  // set after a write error: the store must be reopened
+
+  std::string where() const { return "segment store '" + path + "'"; }
+
+  void open_datasets() {
+    payload = file.open_dataset("payload", kPayloadCacheBytes);
+    entries = file.open_dataset("entries", kTableCacheBytes);
+    arrays = file.open_dataset("arrays", kTableCacheBytes);
+    names_ds = file.open_dataset("array_names");
+    commit = file.open_dataset("commit");
+    payload_mem = payload_memory_type(options.dtype);
+    element_bytes = dtype_bytes(options.dtype);
+  }
+
+  void read_attributes() {
+    require(file.has_attribute("format") && file.string_attribute("format") == kFormatName,
+            "'" + path + "' is not a hypic segment store (no format attribute '" +
+                std::string(kFormatName) + "')");
+    format_version = static_cast<int>(file.int_attribute("format_version"));
+    require(format_version <= kStoreFormatVersion,
+            where() + " has format version " + std::to_string(format_version) +
+                ", newer than this hypic reads (" + std::to_string(kStoreFormatVersion) +
+                "); use a newer hypic");
+    options.model_fingerprint = file.string_attribute("model_fingerprint");
+    options.junction = static_cast<int>(file.int_attribute("junction"));
+    options.dtype = parse_dtype(file.string_attribute("dtype"));
+  }
+
+  void load() {
+    // The newest slot whose checksum holds.
+    std::vector<uint64_t> slots = commit.read_all<uint64_t>();
+    require(slots.size() == 16, where() + ": /commit has an unexpected shape");
+    bool found = false;
+    for (int s = 0; s < 2; ++s) {
+      CommitRecord r{};
+      std::memcpy(&r, slots.data() + 8 * s, sizeof(r));
+      if (r.crc != record_crc(r)) continue;
+      if (!found || r.generation > committed.generation) committed = r;
+      found = true;
+    }
+    require(found, where() +
+                       ": both commit records are damaged, so which entries are complete is "
+                       "unknown; the file cannot be used (recompute it into a new store)");
+    auto check_extent = [&](const h5::Dataset& d, uint64_t needed, const char* what) {
+      uint64_t have = d.shape().at(0);
+      require(have >= needed, where() + " is truncated: its commit record counts " +
+                                  std::to_string(needed) + " " + what + " but the file holds " +
+                                  std::to_string(have));
+    };
+    check_extent(entries, committed.entries, "entries");
+    check_extent(arrays, committed.arrays, "array rows");
+    check_extent(names_ds, committed.names, "array names");
+    check_extent(payload, committed.payload_end, "payload elements");
+
+    rows.resize(committed.entries);
+    if (!rows.empty()) entries.read_raw(entry_type.id(), {0}, {committed.entries}, rows.data());
+    current.clear();
+    current.reserve(rows.size() * 2);
+    unreadable_key_rows.clear();
+    for (uint64_t i = 0; i < rows.size(); ++i) {
+      Hash128 h;
+      if (parse_hex128(key_text(rows[i]), h)) {
+        current[h] = i;  // later rows supersede
+      } else {
+        unreadable_key_rows.push_back(i);
+      }
+    }
+    std::vector<char> raw(committed.names * kMaxNameChars);
+    if (!raw.empty()) names_ds.read_raw(name_type_.id(), {0}, {committed.names}, raw.data());
+    names.clear();
+    name_ids.clear();
+    for (uint64_t i = 0; i < committed.names; ++i) {
+      const char* text = raw.data() + i * kMaxNameChars;
+      names.emplace_back(text, strnlen(text, kMaxNameChars));
+      name_ids.emplace(names.back(), static_cast<uint32_t>(i));
+    }
+  }
+
+  uint32_t name_id_for(const std::string& name, std::vector<std::string>& added) {
+    auto found = name_ids.find(name);
+    if (found != name_ids.end()) return found->second;
+    for (size_t i = 0; i < added.size(); ++i)
+      if (added[i] == name) return static_cast<uint32_t>(names.size() + i);
+    added.push_back(name);
+    return static_cast<uint32_t>(names.size() + added.size() - 1);
+  }
+
+  static void ensure_extent(h5::Dataset& d, uint64_t needed) {
+    h5::Shape shape = d.shape();
+    if (shape.at(0) < needed) {
+      shape[0] = needed;
+      d.resize(shape);
+    }
+  }
+
+  void write_commit(const CommitRecord& r) {
+    commit.write_slab<uint64_t>({r.generation % 2, 0}, {1, 8},
+                                reinterpret_cast<const uint64_t*>(&r));
+  }
+
+  void durable_flush() {
+    file.flush();
+    if (options.sync_to_disk && ::fsync(lock.fd()) != 0)
+      throw Error(where() + ": fsync failed: " + std::strerror(errno));
+  }
+
+  // Reads one committed row; never throws for damage (reports it instead).
+  ReadResult read_row(uint64_t index) {
+    ReadResult result;
+    const EntryRow& row = rows[index];
+    auto damaged = [&](const std::string& why) {
+      damaged_rows.insert(index);
+      result.status = EntryStatus::kDamaged;
+      result.problem = why;
+      result.entry.reset();
+      return result;
+    };
+    if (row.array_first + row.array_count > committed.arrays ||
+        row.payload_offset + row.payload_count > committed.payload_end)
+      return damaged("its index row points outside the committed data");
+    std::vector<ArrayRow> dir(row.array_count);
+    std::vector<unsigned char> bytes(row.payload_count * element_bytes);
+    try {
+      if (!dir.empty())
+        arrays.read_raw(array_type.id(), {row.array_first}, {dir.size()}, dir.data());
+      if (!bytes.empty())
+        payload.read_raw(payload_mem.id(), {row.payload_offset}, {row.payload_count}, bytes.data());
+    } catch (const Error& e) {
+      return damaged(std::string("cannot be read: ") + e.what());
+    }
+    uint32_t crc = entry_checksum(bytes.data(), bytes.size(), row, dir, names);
+    if (crc != row.checksum) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "checksum mismatch (stored %08x, computed %08x)",
+                    row.checksum, crc);
+      return damaged(text);
+    }
+    Entry entry;
+    entry.n_tokens = row.n_tokens;
+    for (const ArrayRow& a : dir) {
+      if (a.name_id >= names.size() || a.rank > kMaxRank)
+        return damaged("its array directory is inconsistent");
+      std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+      uint64_t count = 1;
+      for (int64_t d : shape) {
+        if (d < 0) return damaged("its array directory holds a negative dimension");
+        count *= static_cast<uint64_t>(d);
+      }
+      if (a.offset < row.payload_offset ||
+          a.offset + count > row.payload_offset + row.payload_count)
+        return damaged("array '" + names[a.name_id] + "' lies outside the entry's payload");
+      Tensor t(shape);
+      decode(options.dtype, bytes.data() + (a.offset - row.payload_offset) * element_bytes, count,
+             t.data());
+      entry.arrays.emplace(names[a.name_id], std::move(t));
+    }
+    result.status = EntryStatus::kValid;
+    result.entry = std::move(entry);
+    return result;
+  }
+
+  bool put(const std::string& key, const Entry& entry) {
+    require(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
+    require(failed.empty(), where() + ": an earlier write failed (" + failed +
+                                "); committed entries are intact, reopen the store to resume");
+    Hash128 h = parse_key_or_throw(key);
+    auto found = current.find(h);
+    if (found != current.end() && damaged_rows.count(found->second) == 0) return false;
+    require(entry.n_tokens >= 0, where() + ": entry " + key + " has a negative token count");
+
+    // Lay the arrays out back to back and encode them.
+    EntryRow row;
+    std::memset(&row, 0, sizeof(row));
+    std::memcpy(row.key, key.data(), kKeyChars);
+    for (size_t i = 0; i < kKeyChars; ++i)
+      row.key[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(row.key[i])));
+    row.n_tokens = entry.n_tokens;
+    row.payload_offset = committed.payload_end;
+    row.payload_count = entry.element_count();
+    row.array_first = committed.arrays;
+    row.array_count = static_cast<uint32_t>(entry.arrays.size());
+    std::vector<unsigned char> bytes(row.payload_count * element_bytes);
+    std::vector<ArrayRow> dir;
+    dir.reserve(entry.arrays.size());
+    std::vector<std::string> added_names;
+    uint64_t at = 0;
+    for (const auto& [name, tensor] : entry.arrays) {
+      require(!name.empty() && name.size() <= kMaxNameChars,
+              where() + ": array name '" + name + "' must have 1 to " +
+                  std::to_string(kMaxNameChars) + " characters");
+      require(tensor.rank() <= kMaxRank, where() + ": array '" + name + "' has rank " +
+                                             std::to_string(tensor.rank()) + "; at most " +
+                                             std::to_string(kMaxRank) + " is supported");
+      ArrayRow a;
+      std::memset(&a, 0, sizeof(a));
+      a.name_id = name_id_for(name, added_names);
+      a.rank = static_cast<uint32_t>(tensor.rank());
+      for (int d = 0; d < tensor.rank(); ++d) a.shape[d] = tensor.dim(d);
+      a.offset = row.payload_offset + at;
+      encode(options.dtype, tensor.data(), static_cast<size_t>(tensor.numel()),
+             bytes.data() + at * element_bytes);
+      at += static_cast<uint64_t>(tensor.numel());
+      dir.push_back(a);
+    }
+    std::vector<std::string> all_names = names;
+    all_names.insert(all_names.end(), added_names.begin(), added_names.end());
+    row.checksum = entry_checksum(bytes.data(), bytes.size(), row, dir, all_names);
+
+    CommitRecord next = committed;
+    next.generation += 1;
+    next.entries += 1;
+    next.arrays += dir.size();
+    next.names += added_names.size();
+    next.payload_end += row.payload_count;
+    next.crc = record_crc(next);
+    try {
+      // 1. Everything the entry needs, past the committed ends.
+      if (!added_names.empty()) {
+        std::vector<char> raw(added_names.size() * kMaxNameChars, '\0');
+        for (size_t i = 0; i < added_names.size(); ++i)
+          std::memcpy(raw.data() + i * kMaxNameChars, added_names[i].data(), added_names[i].size());
+        ensure_extent(names_ds, next.names);
+        names_ds.write_raw(name_type_.id(), {committed.names}, {added_names.size()}, raw.data());
+      }
+      if (!bytes.empty()) {
+        ensure_extent(payload, next.payload_end);
+        payload.write_raw(payload_mem.id(), {row.payload_offset}, {row.payload_count},
+                          bytes.data());
+      }
+      if (!dir.empty()) {
+        ensure_extent(arrays, next.arrays);
+        arrays.write_raw(array_type.id(), {committed.arrays}, {dir.size()}, dir.data());
+      }
+      ensure_extent(entries, next.entries);
+      entries.write_raw(entry_type.id(), {committed.entries}, {1}, &row);
+      durable_flush();
+      // 2. The commit: one small write into the slot not holding the current record.
+      write_commit(next);
+      durable_flush();
+    } catch (const Error& e) {
+      failed = e.what();
+      throw Error(where() + ": writing entry " + key + " failed (" + e.what() +
+                  "); entries committed before it are intact");
+    }
+    committed = next;
+    for (const std::string& name : added_names) {
+      name_ids.emplace(name, static_cast<uint32_t>(names.size()));
+      names.push_back(name);
+    }
+    rows.push_back(row);
+    current[h] = rows.size() - 1;
+    return true;
+  }
+};
+
+// ---- construction ----
+
+SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SegmentStore::SegmentStore(SegmentStore&&) noexcept = default;
+SegmentStore& SegmentStore::operator=(SegmentStore&&) noexcept = default;
+SegmentStore::~SegmentStore() = default;
+
+SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& options) {
+  require(!options.model_fingerprint.empty(),
+          "segment store '" + path + "': a model fingerprint is required to create it");
+  require(options.junction >= 0, "segment store '" + path + "': junction width must be >= 0, got " +
+                                     std::to_string(options.junction));
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->mode = OpenMode::kWrite;
+  impl->options = options;
+  impl->lock = WriterLock(path, /*create=*/true);
+  h5::FileOptions file_options;
+  file_options.latest_format = true;
+  {
+    h5::File file = h5::File::create(path, file_options);
+    file.set_string_attribute("format", kFormatName);
+    file.set_int_attribute("format_version", kStoreFormatVersion);
+    file.set_string_attribute("model_fingerprint", options.model_fingerprint);
+    file.set_int_attribute("junction", options.junction);
+    file.set_string_attribute("dtype", dtype_name(options.dtype));
+    file.set_string_attribute("checksum", "crc32c");
+    file.set_string_attribute("key_hash", "fnv1a-128");
+    file.set_string_attribute("created_by", std::string("hypic ") + HYPIC_VERSION);
+
+    h5::DatasetOptions blob;
+    blob.chunk = {kPayloadChunk};
+    blob.max_shape = {h5::kUnlimited};
+    h5::Handle stored = payload_file_type(options.dtype);
+    h5::Dataset payload = file.create_dataset("payload", stored.id(), {0}, blob);
+    payload.set_string_attribute(
+        "encoding", options.dtype == StoreDtype::kBF16
+                        ? "bfloat16 bits: float32 = uint32(value) << 16"
+                        : (options.dtype == StoreDtype::kF16 ? "IEEE float16" : "IEEE float32"));
+    h5::DatasetOptions table = blob;
+    table.chunk = {kEntryChunk};
+    h5::Handle entry_type = entry_row_type();
+    file.create_dataset("entries", entry_type.id(), {0}, table);
+    table.chunk = {kArrayChunk};
+    h5::Handle array_type = array_row_type();
+    file.create_dataset("arrays", array_type.id(), {0}, table);
+    table.chunk = {kNameChunk};
+    h5::Handle names = name_type();
+    file.create_dataset("array_names", names.id(), {0}, table);
+    h5::DatasetOptions fixed;
+    fixed.allocate_early = true;
+    h5::Dataset commit = file.create_dataset<uint64_t>("commit", {2, 8}, fixed);
+    CommitRecord empty{};
+    empty.crc = record_crc(empty);
+    CommitRecord slots[2] = {empty, empty};
+    slots[1].generation = 0;
+    commit.write(reinterpret_cast<const uint64_t*>(slots));
+    file.flush();
+    file.start_swmr_write();
+    impl->file = std::move(file);
+  }
+  impl->open_datasets();
+  impl->committed = CommitRecord{};
+  return SegmentStore(std::move(impl));
+}
+
+std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& path,
+                                                            OpenMode mode) {
+  require(std::filesystem::exists(path), "segment store '" + path + "' does not exist");
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->mode = mode;
+  h5::FileOptions file_options;
+  file_options.latest_format = true;
+  if (mode == OpenMode::kWrite) {
+    impl->lock = WriterLock(path, /*create=*/false);
+    // We hold the writer lock, so flags a killed writer left behind are stale: clear them.
+    file_options.clear_status_flags = true;
+    impl->file = open_repairing_length(path, h5::Access::kReadWrite, file_options, true);
+    impl->file.start_swmr_write();
+  } else {
+    file_options.swmr_read = true;
+    try {
+      impl->file = open_repairing_length(path, h5::Access::kReadOnly, file_options, false);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) +
+                  " (if a writer was killed while opening this store, opening it once for "
+                  "writing, e.g. resuming the warm-up, repairs it; so does `h5clear -s " +
+                  path + "`)");
+    }
+  }
+  impl->read_attributes();
+  impl->open_datasets();
+  impl->load();
+  return impl;
+}
+
+SegmentStore SegmentStore::open_any(const std::string& path, OpenMode mode) {
+  return SegmentStore(open_impl(path, mode));
+}
+
+SegmentStore SegmentStore::open(const std::string& path, const std::string& model_fingerprint,
+                                int junction, OpenMode mode) {
+  auto impl = open_impl(path, mode);
+  const StoreOptions& found = impl->options;
+  require(found.model_fingerprint == model_fingerprint,
+          "segment store '" + path + "' was made for model fingerprint '" +
+              found.model_fingerprint + "' but this run expects '" + model_fingerprint +
+              "'; use a store warmed with this model or a new --store path");
+  require(found.junction == junction,
+          "segment store '" + path + "' was made with junction width " +
+              std::to_string(found.junction) + " but this run expects " + std::to_string(junction) +
+              "; pass --junction " + std::to_string(found.junction) + " or use a new --store path");
+  return SegmentStore(std::move(impl));
+}
+
+SegmentStore SegmentStore::open_or_create(const std::string& path, const StoreOptions& options) {
+  if (!std::filesystem::exists(path)) return create(path, options);
+  SegmentStore store = open(path, options.model_fingerprint, options.junction, OpenMode::kWrite);
+  require(store.dtype() == options.dtype,
+          "segment store '" + path + "' stores " + dtype_name(store.dtype()) +
+              " but this run asks for " + dtype_name(options.dtype) + "; pass --dtype " +
+              dtype_name(store.dtype()) + " or use a new --store path");
+  store.impl_->options.sync_to_disk = options.sync_to_disk;
+  return store;
+}
+
+// ---- queries ----
+
+const std::string& SegmentStore::path() const {
+  return impl_->path;
+}
+const std::string& SegmentStore::model_fingerprint() const {
+  return impl_->options.model_fingerprint;
+}
+int SegmentStore::junction() const {
+  return impl_->options.junction;
+}
+StoreDtype SegmentStore::dtype() const {
+  return impl_->options.dtype;
+}
+bool SegmentStore::writable() const {
+  return impl_->mode == OpenMode::kWrite;
+}
+
+std::string SegmentStore::key_for(const std::vector<int32_t>& tokens) const {
+  return entry_key(impl_->options.model_fingerprint, tokens, impl_->options.junction);
+}
+
+bool SegmentStore::contains(const std::string& key) const {
+  Hash128 h;
+  if (!parse_hex128(key, h)) return false;
+  auto found = impl_->current.find(h);
+  return found != impl_->current.end() && impl_->damaged_rows.count(found->second) == 0;
+}
+
+uint64_t SegmentStore::size() const {
+  return impl_->current.size();
+}
+
+std::vector<std::string> SegmentStore::keys() const {
+  std::vector<uint64_t> order;
+  order.reserve(impl_->current.size());
+  for (const auto& [h, row] : impl_->current) order.push_back(row);
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> out;
+  out.reserve(order.size());
+  for (uint64_t row : order) out.push_back(key_text(impl_->rows[row]));
+  return out;
+}
+
+bool SegmentStore::put(const std::string& key, const Entry& entry) {
+  return impl_->put(key, entry);
+}
+
+ReadResult SegmentStore::read(const std::string& key) {
+  auto found = impl_->current.find(parse_key_or_throw(key));
+  if (found == impl_->current.end()) return ReadResult{};
+  return impl_->read_row(found->second);
+}
+
+std::optional<Entry> SegmentStore::get(const std::string& key) {
+  ReadResult r = read(key);
+  if (r.status == EntryStatus::kDamaged) {
+    throw DamagedEntryError(key, impl_->where() + ": entry " + key + " is damaged (" + r.problem +
+                                     "); recompute it and put it again");
+  }
+  return std::move(r.entry);
+}
+
+VerifyReport SegmentStore::verify() {
+  VerifyReport report;
+  std::vector<uint64_t> order;
+  for (const auto& [h, row] : impl_->current) order.push_back(row);
+  std::sort(order.begin(), order.end());  // file order: sequential reads
+  for (uint64_t row : order) {
+    ReadResult r = impl_->read_row(row);
+    ++report.entries_checked;
+    if (r.status == EntryStatus::kValid) {
+      ++report.entries_valid;
+    } else {
+      report.damaged.push_back({key_text(impl_->rows[row]), r.problem});
+    }
+  }
+  for (uint64_t row : impl_->unreadable_key_rows) {
+    ++report.entries_checked;
+    report.damaged.push_back(
+        {key_text(impl_->rows[row]),
+         "index row " + std::to_string(row) + " is damaged: its key is not 32 hex digits"});
+  }
+  report.superseded_rows =
+      impl_->rows.size() - impl_->current.size() - impl_->unreadable_key_rows.size();
+  uint64_t extent = impl_->payload.shape().at(0);
+  report.uncommitted_payload_bytes =
+      (extent - std::min(extent, impl_->committed.payload_end)) * impl_->element_bytes;
+  return report;
+}
+
+StoreStats SegmentStore::stats() const {
+  const Impl& s = *impl_;
+  StoreStats st;
+  st.model_fingerprint = s.options.model_fingerprint;
+  st.junction = s.options.junction;
+  st.dtype = s.options.dtype;
+  st.format_version = s.format_version;
+  st.entries = s.current.size();
+  st.file_bytes = s.file.size_bytes();
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // current entries' directory rows
+  for (const auto& [h, row] : s.current) {
+    const EntryRow& r = s.rows[row];
+    st.tokens += static_cast<uint64_t>(std::max<int64_t>(r.n_tokens, 0));
+    st.payload_bytes += r.payload_count * s.element_bytes;
+    if (r.array_count > 0) ranges.emplace_back(r.array_first, r.array_count);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  // One pass over /arrays in large blocks, counting only rows of current entries.
+  std::map<std::string, uint64_t> by_kind;
+  std::vector<std::string> kind_of(s.names.size());
+  for (size_t i = 0; i < s.names.size(); ++i) kind_of[i] = array_kind(s.names[i]);
+  std::vector<ArrayRow> block;
+  size_t next = 0;
+  uint64_t limit = std::min<uint64_t>(s.committed.arrays, s.arrays.shape().at(0));
+  for (uint64_t start = 0; start < limit && next < ranges.size(); start += kScanBlock) {
+    uint64_t count = std::min<uint64_t>(kScanBlock, limit - start);
+    if (ranges[next].first >= start + count) continue;
+    block.resize(count);
+    s.arrays.read_raw(s.array_type.id(), {start}, {count}, block.data());
+    for (uint64_t i = start; i < start + count; ++i) {
+      while (next < ranges.size() && ranges[next].first + ranges[next].second <= i) ++next;
+      if (next == ranges.size()) break;
+      if (i < ranges[next].first) continue;
+      const ArrayRow& a = block[i - start];
+      uint64_t n = 1;
+      for (uint32_t d = 0; d < std::min<uint32_t>(a.rank, kMaxRank); ++d)
+        n *= static_cast<uint64_t>(std::max<int64_t>(a.shape[d], 0));
+      ++st.arrays;
+      const std::string& kind = a.name_id < kind_of.size() ? kind_of[a.name_id] : "?";
+      by_kind[kind] += n * s.element_bytes;
+    }
+  }
+  st.bytes_by_kind.assign(by_kind.begin(), by_kind.end());
+  return st;
+}
+
+void SegmentStore::close() {
+  if (!impl_) return;
+  impl_->payload = h5::Dataset();
+  impl_->entries = h5::Dataset();
+  impl_->arrays = h5::Dataset();
+  impl_->names_ds = h5::Dataset();
+  impl_->commit = h5::Dataset();
+  if (impl_->file.valid()) impl_->file.close();
+  impl_->lock.release();
+}
+
+MergeReport merge_stores(SegmentStore& destination, const std::vector<std::string>& sources) {
+  require(destination.writable(),
+          "merge: destination store '" + destination.path() + "' must be open for writing");
+  MergeReport report;
+  for (const std::string& source_path : sources) {
+    SegmentStore source = SegmentStore::open(source_path, destination.model_fingerprint(),
+                                             destination.junction(), OpenMode::kRead);
+    for (const std::string& key : source.keys()) {
+      if (destination.contains(key)) {
+        ++report.already_present;
+        continue;
+      }
+      ReadResult r = source.read(key);
+      if (r.status != EntryStatus::kValid) {
+        report.skipped_damaged.push_back({key, source_path + ": " + r.problem});
+        continue;
+      }
+      destination.put(key, *r.entry);
+      ++report.copied;
+    }
+  }
+  return report;
+}
+
+}  // namespace hypic::store

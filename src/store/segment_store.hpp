@@ -1,0 +1,151 @@
+#pragma once
+// The persistent segment store: one HDF5 file holding up to millions of segment entries in
+// a few chunked, extendible datasets (a payload blob, an entry index, an array directory,
+// a name table) plus a two-slot commit record. Layout, crash-safety argument and the
+// measurements behind the choice: docs/store-format.md.
+//
+// Crash safety: a writer appends an entry's bytes, flushes, then writes the commit record
+// and flushes again, in SWMR mode (HDF5 keeps the on-disk metadata consistent at every
+// point). Whatever a killed writer left past the last commit is ignored and overwritten
+// when a writer opens the store again. Each entry carries a CRC32C; a damaged entry is
+// reported (verify(), read()) and never returned as data, and may be put again.
+//
+// One writer per file at a time (enforced by a lock on the file); any number of readers,
+// including while a writer runs (they see the entries committed when they opened).
+// A SegmentStore is not thread-safe.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/entry.hpp"
+
+namespace hypic::store {
+
+inline constexpr int kStoreFormatVersion = 1;
+
+struct StoreOptions {
+  std::string model_fingerprint;
+  int junction = 8;
+  StoreDtype dtype = StoreDtype::kBF16;
+  // fsync after each commit: survives power loss, not only a killed process. Costs a disk
+  // round trip per entry.
+  bool sync_to_disk = false;
+};
+
+enum class OpenMode { kRead, kWrite };
+
+enum class EntryStatus { kMissing, kValid, kDamaged };
+
+struct ReadResult {
+  EntryStatus status = EntryStatus::kMissing;
+  std::optional<Entry> entry;  // set only when valid
+  std::string problem;         // why it is damaged
+};
+
+// Thrown by get() for a damaged entry; the caller should recompute and put() it again.
+class DamagedEntryError : public Error {
+ public:
+  DamagedEntryError(const std::string& key, const std::string& what) : Error(what), key_(key) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+struct DamagedEntry {
+  std::string key;
+  std::string problem;
+};
+
+struct VerifyReport {
+  uint64_t entries_checked = 0;
+  uint64_t entries_valid = 0;
+  std::vector<DamagedEntry> damaged;
+  uint64_t superseded_rows = 0;  // older rows of keys that were put again
+  // Bytes past the last commit (left by an interrupted writer; reused by the next one).
+  uint64_t uncommitted_payload_bytes = 0;
+  bool ok() const { return damaged.empty(); }
+};
+
+struct StoreStats {
+  std::string model_fingerprint;
+  int junction = 0;
+  StoreDtype dtype = StoreDtype::kF32;
+  int format_version = 0;
+  uint64_t entries = 0;
+  uint64_t tokens = 0;
+  uint64_t arrays = 0;
+  uint64_t payload_bytes = 0;  // stored bytes of current entries
+  uint64_t file_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> bytes_by_kind;  // array_kind(), sorted
+};
+
+class SegmentStore {
+ public:
+  // Creates a new store at `path`, replacing any file there, open for writing.
+  static SegmentStore create(const std::string& path, const StoreOptions& options);
+  // Opens an existing store. The fingerprint and junction width must match what the store
+  // was made with, or a hypic::Error names the expected and found values. kWrite resumes
+  // after the last committed entry (also after a killed writer).
+  static SegmentStore open(const std::string& path, const std::string& model_fingerprint,
+                           int junction, OpenMode mode);
+  // Opens for writing if the file exists (checking fingerprint and junction), else creates.
+  static SegmentStore open_or_create(const std::string& path, const StoreOptions& options);
+  // Opens without checking fingerprint or junction (inspect, merge).
+  static SegmentStore open_any(const std::string& path, OpenMode mode);
+
+  SegmentStore(SegmentStore&&) noexcept;
+  SegmentStore& operator=(SegmentStore&&) noexcept;
+  ~SegmentStore();
+
+  const std::string& path() const;
+  const std::string& model_fingerprint() const;
+  int junction() const;
+  StoreDtype dtype() const;
+  bool writable() const;
+
+  // The key for these tokens under this store's model and junction width.
+  std::string key_for(const std::vector<int32_t>& tokens) const;
+
+  // True when `key` has a committed entry not known to be damaged (no checksum is read).
+  bool contains(const std::string& key) const;
+  uint64_t size() const;  // committed, current entries
+  std::vector<std::string> keys() const;
+
+  // Stores `entry` under `key` and commits it. Returns false (and writes nothing) when a valid
+  // entry with this key is already there; a damaged one is replaced.
+  bool put(const std::string& key, const Entry& entry);
+  // Reads and checks one entry; never throws for a damaged entry (status says so).
+  ReadResult read(const std::string& key);
+  // The entry, std::nullopt if missing; throws DamagedEntryError if its checksum fails.
+  std::optional<Entry> get(const std::string& key);
+
+  // Reads every current entry and checks its checksum and directory.
+  VerifyReport verify();
+  StoreStats stats() const;
+
+  // Closes now, reporting errors (the destructor closes silently).
+  void close();
+
+ private:
+  struct Impl;
+  explicit SegmentStore(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<Impl> open_impl(const std::string& path, OpenMode mode);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct MergeReport {
+  uint64_t copied = 0;
+  uint64_t already_present = 0;
+  std::vector<DamagedEntry> skipped_damaged;
+};
+
+// Copies every valid entry of each source store that `destination` lacks. Sources must have
+// the destination's fingerprint and junction width (else hypic::Error naming both).
+MergeReport merge_stores(SegmentStore& destination, const std::vector<std::string>& sources);
+
+}  // namespace hypic::store
