@@ -10,4 +10,8 @@ namespace hypic::kernels {
 void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, int T, int C,
                         int K);
 
+// Only the state update of causal_conv1d_silu: state ← last K-1 rows of (state ++ x). This is
+// the conv tail a segment entry caches (no outputs computed).
+void causal_conv1d_tail(const float* x, float* state, int T, int C, int K);
+
 }  // namespace hypic::kernels

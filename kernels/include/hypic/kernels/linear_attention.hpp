@@ -18,14 +18,17 @@ struct DeltaRuleDims {
 // beta : [T, Hv]
 // state: [Hv, dk, dv] read as the incoming state and overwritten by the final state
 // out  : [T, Hv, dv]
-// Token-by-token oracle.
+// Token-by-token loop in f32: the decode path (T = 1). The double-accumulating oracle the
+// tests use is family_recurrent (linear_family.hpp).
 void gated_delta_rule_recurrent(const DeltaRuleDims& d, const float* q, const float* k,
                                 const float* v, const float* g, const float* beta, float* state,
                                 float* out);
 
 // Chunked production path (WY/UT form, chunk tokens at a time, matrix products inside).
 // If transition is non-null it receives T = A_T ⋯ A_1 per value head, [Hv, dk, dk], so a
-// segment summary costs one pass (MATH.md §2).
+// segment summary costs one pass (MATH.md §2). Entries below 1e-30 are flushed to zero
+// (subnormals slow every later product; docs/linear-family.md §2). Other family members and
+// the segment-summary operations: linear_family.hpp, src/pic/linear_summary.hpp.
 void gated_delta_rule_chunked(const DeltaRuleDims& d, const float* q, const float* k,
                               const float* v, const float* g, const float* beta, float* state,
                               float* out, float* transition = nullptr, int chunk = 64);

@@ -1,0 +1,357 @@
+// Segment summaries of linear-attention layers: build, apply, chain, convert, re-rotate.
+// Heads (and layers) are independent, so every operation is one Kokkos parallel_for over the
+// host execution space with per-item scratch carved from one buffer allocated per call.
+#include "pic/linear_summary.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "hypic/kernels/blas.hpp"
+
+namespace hypic::pic {
+namespace {
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+using kernels::gemm;
+
+int64_t t_floats(const LinearSummary& s) {
+  return kernels::transition_floats_per_head(s.structure, s.dk, s.rank);
+}
+
+// Scratch floats one head needs to apply a summary in place.
+size_t apply_scratch(const LinearSummary& s) {
+  const size_t dkdv = static_cast<size_t>(s.dk) * s.dv;
+  if (s.structure == TStructure::Dense) return dkdv;
+  if (s.structure == TStructure::LowRank) return static_cast<size_t>(s.rank) * s.dv;
+  return 0;
+}
+
+// One head: st ← T st + S0 (or st + S0 with addition).
+void apply_head(const LinearSummary& s, int h, float* st, float* scratch, bool addition) {
+  const int dk = s.dk, dv = s.dv;
+  const size_t dkdv = static_cast<size_t>(dk) * dv;
+  const float* s0 = s.s.data() + dkdv * h;
+  if (!addition) {
+    switch (s.structure) {
+      case TStructure::Scalar: {
+        const float t = s.t[h];
+        for (size_t i = 0; i < dkdv; ++i) st[i] *= t;
+        break;
+      }
+      case TStructure::Diagonal: {
+        const float* d = s.t.data() + static_cast<size_t>(dk) * h;
+        for (int c = 0; c < dk; ++c)
+          for (int j = 0; j < dv; ++j) st[static_cast<size_t>(c) * dv + j] *= d[c];
+        break;
+      }
+      case TStructure::Dense: {
+        std::memcpy(scratch, st, sizeof(float) * dkdv);
+        gemm(false, false, dk, dv, dk, 1.0f, s.t.data() + static_cast<size_t>(dk) * dk * h, dk,
+             scratch, dv, 0.0f, st, dv);
+        break;
+      }
+      case TStructure::LowRank: {
+        // T st = d ⊙ st − Xᵀ (Y st): two thin products of rank r.
+        const size_t xy = static_cast<size_t>(s.rank) * dk * h;
+        gemm(false, false, s.rank, dv, dk, 1.0f, s.y.data() + xy, dk, st, dv, 0.0f, scratch, dv);
+        const float* d = s.t.data() + static_cast<size_t>(dk) * h;
+        for (int c = 0; c < dk; ++c)
+          for (int j = 0; j < dv; ++j) st[static_cast<size_t>(c) * dv + j] *= d[c];
+        gemm(true, false, dk, dv, s.rank, -1.0f, s.x.data() + xy, dk, scratch, dv, 1.0f, st, dv);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < dkdv; ++i) st[i] += s0[i];
+}
+
+void check_same_shape(const LinearSummary& a, const LinearSummary& b) {
+  if (a.heads != b.heads || a.dk != b.dk || a.dv != b.dv)
+    throw std::invalid_argument("linear summary: shapes differ");
+}
+
+int structure_level(TStructure s) {
+  switch (s) {
+    case TStructure::Scalar:
+      return 0;
+    case TStructure::Diagonal:
+      return 1;
+    case TStructure::LowRank:
+      return 2;
+    case TStructure::Dense:
+      return 3;
+  }
+  return 3;
+}
+
+// Chains two low-rank transitions without densifying (see docs/linear-family.md):
+// (D2 − X2ᵀY2)(D1 − X1ᵀY1) = D2D1 − [X1 D2; X2]ᵀ [Y1; Y2 D1 − (Y2 X1ᵀ) Y1].
+void chain_lowrank_t(const LinearSummary& a, const LinearSummary& b, LinearSummary& r) {
+  const int dk = a.dk, r1 = a.rank, r2 = b.rank, rr = r1 + r2;
+  r.rank = rr;
+  r.t.assign(static_cast<size_t>(a.heads) * dk, 0.0f);
+  r.x.assign(static_cast<size_t>(a.heads) * rr * dk, 0.0f);
+  r.y.assign(r.x.size(), 0.0f);
+  std::vector<float> scratch(static_cast<size_t>(a.heads) * std::max(1, r2 * r1));
+  float* sc = scratch.data();
+  Kokkos::parallel_for(
+      "pic_chain_lowrank", Kokkos::RangePolicy<HostExec>(0, a.heads), [&, sc](const int h) {
+        const float* d1 = a.t.data() + static_cast<size_t>(dk) * h;
+        const float* d2 = b.t.data() + static_cast<size_t>(dk) * h;
+        const float* x1 = a.x.data() + static_cast<size_t>(r1) * dk * h;
+        const float* y1 = a.y.data() + static_cast<size_t>(r1) * dk * h;
+        const float* x2 = b.x.data() + static_cast<size_t>(r2) * dk * h;
+        const float* y2 = b.y.data() + static_cast<size_t>(r2) * dk * h;
+        float* d = r.t.data() + static_cast<size_t>(dk) * h;
+        float* x = r.x.data() + static_cast<size_t>(rr) * dk * h;
+        float* y = r.y.data() + static_cast<size_t>(rr) * dk * h;
+        for (int c = 0; c < dk; ++c) d[c] = d1[c] * d2[c];
+        for (int i = 0; i < r1; ++i)
+          for (int c = 0; c < dk; ++c) {
+            x[static_cast<size_t>(i) * dk + c] = x1[static_cast<size_t>(i) * dk + c] * d2[c];
+            y[static_cast<size_t>(i) * dk + c] = y1[static_cast<size_t>(i) * dk + c];
+          }
+        float* x_new = x + static_cast<size_t>(r1) * dk;
+        float* y_new = y + static_cast<size_t>(r1) * dk;
+        std::memcpy(x_new, x2, sizeof(float) * r2 * dk);
+        for (int i = 0; i < r2; ++i)
+          for (int c = 0; c < dk; ++c)
+            y_new[static_cast<size_t>(i) * dk + c] = y2[static_cast<size_t>(i) * dk + c] * d1[c];
+        float* m = sc + static_cast<size_t>(r2) * r1 * h;  // Y2 X1ᵀ [r2, r1]
+        gemm(false, true, r2, r1, dk, 1.0f, y2, dk, x1, dk, 0.0f, m, r1);
+        gemm(false, false, r2, dk, r1, -1.0f, m, r1, y1, dk, 1.0f, y_new, dk);
+      });
+  Kokkos::fence();
+}
+
+}  // namespace
+
+size_t dtype_bytes(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "f16";
+  }
+  return "?";
+}
+
+const char* structure_name(TStructure s) {
+  switch (s) {
+    case TStructure::Scalar:
+      return "scalar";
+    case TStructure::Diagonal:
+      return "diagonal";
+    case TStructure::Dense:
+      return "dense";
+    case TStructure::LowRank:
+      return "lowrank";
+  }
+  return "?";
+}
+
+// Both bytes and apply flops favour the WY form while 2·r·dk < dk², i.e. r < dk/2; the
+// measurements in docs/linear-family.md put the apply-time crossover at the same place.
+int lowrank_max_tokens(int dk) {
+  return dk / 2 - 1;
+}
+
+size_t summary_bytes(TStructure st, int heads, int dk, int dv, int rank, DType dt) {
+  const size_t per_head = static_cast<size_t>(kernels::transition_floats_per_head(st, dk, rank)) +
+                          static_cast<size_t>(dk) * dv;
+  return per_head * heads * dtype_bytes(dt);
+}
+
+size_t LinearSummary::bytes(DType dt) const {
+  return summary_bytes(structure, heads, dk, dv, rank, dt);
+}
+
+LinearSummary summarize(const FamilySpec& spec, const FamilyDims& d, const FamilyInputs& in,
+                        float* out, TForm form, int chunk) {
+  LinearSummary r;
+  r.heads = d.Hv;
+  r.dk = d.dk;
+  r.dv = d.dv;
+  r.tokens = d.T;
+  r.s.assign(static_cast<size_t>(d.Hv) * d.dk * d.dv, 0.0f);
+  const bool lowrank =
+      spec.delta && d.T > 0 &&
+      (form == TForm::LowRank || (form == TForm::Auto && d.T <= lowrank_max_tokens(d.dk)));
+  if (form == TForm::LowRank && !spec.delta)
+    throw std::invalid_argument("summarize: the low-rank form is for delta-rule members");
+  if (lowrank) {
+    r.structure = TStructure::LowRank;
+    r.rank = d.T;
+    r.t.assign(static_cast<size_t>(d.Hv) * d.dk, 0.0f);
+    r.x.assign(static_cast<size_t>(d.Hv) * d.T * d.dk, 0.0f);
+    r.y.assign(r.x.size(), 0.0f);
+    kernels::family_chunked_lowrank(spec, d, in, r.s.data(), out, r.t.data(), r.x.data(),
+                                    r.y.data());
+    return r;
+  }
+  r.structure = kernels::natural_structure(spec);
+  r.t.assign(static_cast<size_t>(t_floats(r)) * d.Hv, 0.0f);
+  kernels::family_chunked(spec, d, in, r.s.data(), out, r.t.data(), chunk);
+  return r;
+}
+
+void apply(const LinearSummary& sum, float* state) {
+  apply_layers({&sum}, {state}, false);
+}
+
+void apply_addition(const LinearSummary& sum, float* state) {
+  apply_layers({&sum}, {state}, true);
+}
+
+void apply_layers(const std::vector<const LinearSummary*>& sums, const std::vector<float*>& states,
+                  bool addition) {
+  if (sums.size() != states.size())
+    throw std::invalid_argument("apply_layers: one state per summary");
+  // Flatten (layer, head) into one index space; scratch offsets per item.
+  std::vector<int> first(sums.size() + 1, 0);
+  std::vector<size_t> offset(sums.size() + 1, 0);
+  for (size_t l = 0; l < sums.size(); ++l) {
+    first[l + 1] = first[l] + sums[l]->heads;
+    offset[l + 1] = offset[l] + (addition ? 0 : apply_scratch(*sums[l]) * sums[l]->heads);
+  }
+  std::vector<float> scratch(std::max<size_t>(1, offset.back()));
+  const LinearSummary* const* sp = sums.data();
+  float* const* stp = states.data();
+  const int* fp = first.data();
+  const size_t* op = offset.data();
+  float* sc = scratch.data();
+  const int layers = static_cast<int>(sums.size());
+  Kokkos::parallel_for(
+      "pic_apply_layers", Kokkos::RangePolicy<HostExec>(0, first.back()), [=](const int item) {
+        const int l = static_cast<int>(std::upper_bound(fp, fp + layers + 1, item) - fp) - 1;
+        const LinearSummary& s = *sp[l];
+        const int h = item - fp[l];
+        float* st = stp[l] + static_cast<size_t>(s.dk) * s.dv * h;
+        apply_head(s, h, st, sc + op[l] + apply_scratch(s) * h, addition);
+      });
+  Kokkos::fence();
+}
+
+LinearSummary convert(const LinearSummary& sum, TStructure to) {
+  if (sum.structure == to) return sum;
+  const int H = sum.heads, dk = sum.dk;
+  const bool widening = structure_level(to) > structure_level(sum.structure);
+  if (!widening || to == TStructure::LowRank)
+    throw std::invalid_argument(std::string("convert: cannot turn ") +
+                                structure_name(sum.structure) + " into " + structure_name(to));
+  LinearSummary r = sum;
+  r.structure = to;
+  r.rank = 0;
+  r.x.clear();
+  r.y.clear();
+  r.t.assign(static_cast<size_t>(kernels::transition_floats_per_head(to, dk)) * H, 0.0f);
+  for (int h = 0; h < H; ++h) {
+    // Diagonal of the source (LowRank: its d part).
+    auto diag = [&](int c) {
+      return sum.structure == TStructure::Scalar ? sum.t[h]
+                                                 : sum.t[static_cast<size_t>(dk) * h + c];
+    };
+    if (to == TStructure::Diagonal) {
+      for (int c = 0; c < dk; ++c) r.t[static_cast<size_t>(dk) * h + c] = diag(c);
+      continue;
+    }
+    float* t = r.t.data() + static_cast<size_t>(dk) * dk * h;
+    for (int c = 0; c < dk; ++c) t[static_cast<size_t>(c) * dk + c] = diag(c);
+    if (sum.structure == TStructure::LowRank && sum.rank > 0) {
+      const size_t xy = static_cast<size_t>(sum.rank) * dk * h;
+      gemm(true, false, dk, dk, sum.rank, -1.0f, sum.x.data() + xy, dk, sum.y.data() + xy, dk, 1.0f,
+           t, dk);
+    }
+  }
+  return r;
+}
+
+LinearSummary chain(const LinearSummary& first, const LinearSummary& second) {
+  check_same_shape(first, second);
+  // Bring both to a common structure; two low-rank forms stay low rank while that is smaller.
+  TStructure common = structure_level(first.structure) >= structure_level(second.structure)
+                          ? first.structure
+                          : second.structure;
+  if (common == TStructure::LowRank &&
+      (first.structure != TStructure::LowRank || second.structure != TStructure::LowRank ||
+       first.rank + second.rank > lowrank_max_tokens(first.dk)))
+    common = TStructure::Dense;
+  const LinearSummary a = convert(first, common), b = convert(second, common);
+
+  LinearSummary r;
+  r.structure = common;
+  r.heads = a.heads;
+  r.dk = a.dk;
+  r.dv = a.dv;
+  r.tokens = a.tokens + b.tokens;
+  r.s = a.s;
+  apply(b, r.s.data());  // S = T2·S1 + S2
+  const int H = a.heads, dk = a.dk;
+  switch (common) {
+    case TStructure::Scalar:
+    case TStructure::Diagonal:
+      r.t.resize(a.t.size());
+      for (size_t i = 0; i < a.t.size(); ++i) r.t[i] = b.t[i] * a.t[i];
+      break;
+    case TStructure::Dense: {
+      r.t.assign(a.t.size(), 0.0f);
+      const size_t dd = static_cast<size_t>(dk) * dk;
+      const float *ta = a.t.data(), *tb = b.t.data();
+      float* tr = r.t.data();
+      Kokkos::parallel_for("pic_chain_dense", Kokkos::RangePolicy<HostExec>(0, H),
+                           [=](const int h) {
+                             gemm(false, false, dk, dk, dk, 1.0f, tb + dd * h, dk, ta + dd * h, dk,
+                                  0.0f, tr + dd * h, dk);
+                           });
+      Kokkos::fence();
+      break;
+    }
+    case TStructure::LowRank:
+      chain_lowrank_t(a, b, r);
+      break;
+  }
+  return r;
+}
+
+void rerotate(LinearSummary& sum, const kernels::Rotary& rot, int64_t p) {
+  const int H = sum.heads, dk = sum.dk, dv = sum.dv;
+  if (sum.structure == TStructure::LowRank) {
+    // R (D − XᵀY) Rᵀ = D − (X Rᵀ)ᵀ (Y Rᵀ) when D is equal on every rotary pair.
+    bool uniform = true;
+    for (int h = 0; h < H && uniform; ++h)
+      for (int c = 1; c < dk && uniform; ++c)
+        uniform = sum.t[static_cast<size_t>(dk) * h + c] == sum.t[static_cast<size_t>(dk) * h];
+    if (!uniform) sum = convert(sum, TStructure::Dense);
+  }
+  if (sum.structure == TStructure::Diagonal) {
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < rot.rotary_dim / 2; ++i) {
+        const int a = rot.interleaved ? 2 * i : i;
+        const int b = rot.interleaved ? 2 * i + 1 : i + rot.rotary_dim / 2;
+        if (sum.t[static_cast<size_t>(dk) * h + a] != sum.t[static_cast<size_t>(dk) * h + b])
+          throw std::invalid_argument("rerotate: diagonal T differs within a rotary pair");
+      }
+  }
+  for (int h = 0; h < H; ++h) {
+    kernels::rotary_rotate_columns(rot, sum.s.data() + static_cast<size_t>(dk) * dv * h, dk, dv, p);
+    if (sum.structure == TStructure::Dense) {
+      float* t = sum.t.data() + static_cast<size_t>(dk) * dk * h;
+      kernels::rotary_rotate_columns(rot, t, dk, dk, p);  // R T
+      kernels::rotary_rotate(rot, t, dk, dk, dk, p);      // (R T) Rᵀ: rotate each row
+    } else if (sum.structure == TStructure::LowRank) {
+      const size_t xy = static_cast<size_t>(sum.rank) * dk * h;
+      kernels::rotary_rotate(rot, sum.x.data() + xy, sum.rank, dk, dk, p);
+      kernels::rotary_rotate(rot, sum.y.data() + xy, sum.rank, dk, dk, p);
+    }
+  }
+}
+
+}  // namespace hypic::pic
