@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "model/checkpoint.hpp"
 #include "model/presets.hpp"
+#include "model/tokenizer.hpp"
 
 namespace hypic::app {
 namespace {
@@ -86,6 +87,7 @@ int run_info(const std::string& dir) {
   std::printf("checkpoint   : %s%s, %s of weight data\n", m.dtype.c_str(),
               m.sharded ? " (sharded)" : "",
               human_bytes(static_cast<double>(m.checkpoint_bytes)).c_str());
+  std::printf("tokenizer    : %s\n", Tokenizer::for_model(dir).describe().c_str());
   std::printf("memory       : %s as f32 in memory\n",
               human_bytes(static_cast<double>(m.weights.bytes())).c_str());
   if (!m.ignored.empty())
