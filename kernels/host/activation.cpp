@@ -1,0 +1,62 @@
+// Host element-wise activations: one Kokkos work item per row, f32 like the references.
+#include "hypic/kernels/activation.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstddef>
+
+namespace hypic::kernels {
+namespace {
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+// torch.nn.functional.softplus with beta 1 and threshold 20 (linear above it).
+inline float softplus(float x) {
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}
+}  // namespace
+
+void swiglu(const float* gate_up, float* out, int rows, int width) {
+  Kokkos::parallel_for("swiglu", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+    const float* gate = gate_up + static_cast<size_t>(r) * 2 * width;
+    const float* up = gate + width;
+    float* y = out + static_cast<size_t>(r) * width;
+    for (int i = 0; i < width; ++i) y[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  });
+}
+
+void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) {
+  Kokkos::parallel_for("sigmoid_gate", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+    float* xr = x + static_cast<size_t>(r) * cols;
+    const float* gr = gate + static_cast<size_t>(r) * gate_ld;
+    for (int c = 0; c < cols; ++c) xr[c] *= sigmoid(gr[c]);
+  });
+}
+
+void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols) {
+  Kokkos::parallel_for("add_sigmoid_scaled", Kokkos::RangePolicy<HostExec>(0, rows),
+                       [=](const int r) {
+                         float* xr = x + static_cast<size_t>(r) * cols;
+                         const float* yr = y + static_cast<size_t>(r) * cols;
+                         const float s = sigmoid(logit[r]);
+                         for (int c = 0; c < cols; ++c) xr[c] += s * yr[c];
+                       });
+}
+
+void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
+               float* beta, float* g, int rows, int heads) {
+  Kokkos::parallel_for("gdn_gates", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+    const float* br = b + static_cast<size_t>(r) * ld;
+    const float* ar = a + static_cast<size_t>(r) * ld;
+    for (int h = 0; h < heads; ++h) {
+      const size_t i = static_cast<size_t>(r) * heads + h;
+      beta[i] = sigmoid(br[h]);
+      g[i] = -std::exp(A_log[h]) * softplus(ar[h] + dt_bias[h]);
+    }
+  });
+}
+
+}  // namespace hypic::kernels

@@ -1,0 +1,43 @@
+// Host MoE routing, one token per Kokkos work item.
+#include "hypic/kernels/moe.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+
+namespace hypic::kernels {
+namespace {
+using HostExec = Kokkos::DefaultHostExecutionSpace;
+}
+
+void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
+               float* weights) {
+  if (k <= 0 || k > E || E > 4096)
+    throw std::invalid_argument("moe_route: need 0 < k <= E <= 4096");
+  Kokkos::parallel_for("moe_route", Kokkos::RangePolicy<HostExec>(0, T), [=](const int t) {
+    const float* lt = logits + static_cast<size_t>(t) * E;
+    int* et = experts + static_cast<size_t>(t) * k;
+    float* wt = weights + static_cast<size_t>(t) * k;
+    float mx = lt[0];
+    for (int e = 1; e < E; ++e) mx = lt[e] > mx ? lt[e] : mx;
+    float sum = 0.0f;
+    for (int e = 0; e < E; ++e) sum += std::exp(lt[e] - mx);
+    // Selection by repeated scans: k and E are small, and it keeps ties deterministic.
+    bool taken[4096] = {};
+    float chosen_sum = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      int best = -1;
+      for (int e = 0; e < E; ++e)
+        if (!taken[e] && (best < 0 || lt[e] > lt[best])) best = e;
+      taken[best] = true;
+      et[j] = best;
+      wt[j] = std::exp(lt[best] - mx) / sum;
+      chosen_sum += wt[j];
+    }
+    if (norm_topk)
+      for (int j = 0; j < k; ++j) wt[j] /= chosen_sum;
+  });
+}
+
+}  // namespace hypic::kernels

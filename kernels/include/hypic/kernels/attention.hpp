@@ -1,0 +1,30 @@
+#pragma once
+// Causal softmax attention with grouped key/value heads, in query blocks whose scores and
+// weighted values are BLAS matrix products. Implementation: kernels/host/attention.cpp.
+#include <cstddef>
+
+namespace hypic::kernels {
+
+struct AttentionDims {
+  int T = 0;     // new query tokens
+  int n_kv = 0;  // keys/values visible in total (cached + new), n_kv ≥ T
+  int H = 0;     // query heads
+  int Hkv = 0;   // key/value heads; query head h reads kv head h / (H / Hkv)
+  int hd = 0;    // head dim
+  float scale = 1.0f;
+};
+
+// Floats of scratch attention_causal needs for these dims.
+size_t attention_workspace_floats(const AttentionDims& d);
+
+// q   : [T, H, hd]; query t sits at absolute position n_kv − T + t
+// k, v: [n_kv, Hkv, hd] at positions 0 … n_kv − 1
+// out : [T, H, hd],  out = softmax(scale · q kᵀ + causal mask) · v
+// work: attention_workspace_floats(d) floats
+void attention_causal(const AttentionDims& d, const float* q, const float* k, const float* v,
+                      float* out, float* work);
+
+// The softmax's exponential for x ≤ 0 (a vectorisable polynomial), exposed for its test.
+float attention_exp(float x);
+
+}  // namespace hypic::kernels

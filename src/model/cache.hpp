@@ -1,0 +1,44 @@
+#pragma once
+// Per-layer inference caches of the hybrid models: what a forward pass leaves behind so the
+// next one continues exactly where it stopped (decode, chunked prefill, and later the
+// position-independent reuse of segments built on the same fields).
+#include <cstdint>
+#include <vector>
+
+#include "common/tensor.hpp"
+#include "model/config.hpp"
+
+namespace hypic::model {
+
+struct LayerCache {
+  LayerKind kind = LayerKind::Linear;
+
+  // Linear (Gated DeltaNet) layers.
+  Tensor state;  // [Hv, dk, dv] recurrent state, key-major (the delta-rule kernel's layout)
+  Tensor conv;   // [K-1, conv_dim] last K-1 pre-conv inputs, token-major, oldest first
+  // Transition capture for segment summaries (MATH.md §2): while capture_transition is set,
+  // every forward block over this layer left-multiplies `transition` by its tokens'
+  // T = A_n ⋯ A_1, so it holds [Hv, dk, dk] (key-major, per value head) the product over
+  // all tokens since it was last emptied (an empty tensor counts as the identity).
+  bool capture_transition = false;
+  Tensor transition;
+
+  // Full-attention layers: one row per cached token, at absolute positions 0 … n-1.
+  Tensor k;  // [n, Hkv, hd] after k_norm and RoPE at the token's absolute position
+  Tensor v;  // [n, Hkv, hd] as projected
+
+  int64_t kv_tokens() const { return k.empty() ? 0 : k.dim(0); }
+  // Appends T rows (of Hkv·hd floats each) to k and v.
+  void append_kv(const float* k_rows, const float* v_rows, int64_t T);
+};
+
+struct InferenceCache {
+  std::vector<LayerCache> layers;
+  int64_t n_tokens = 0;  // tokens the caches summarise; the next token's position
+
+  // Zero states and empty K/V for every layer of the model: the cache of an empty prefix.
+  static InferenceCache empty(const ModelConfig& cfg);
+  size_t bytes() const;
+};
+
+}  // namespace hypic::model

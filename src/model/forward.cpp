@@ -1,0 +1,139 @@
+#include "model/forward.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/norm.hpp"
+
+namespace hypic::model {
+namespace {
+constexpr int kDeltaRuleChunk = 64;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+Model::Model(ModelConfig cfg, ModelWeights weights)
+    : cfg_(std::move(cfg)), weights_(std::move(weights)) {
+  require(static_cast<int>(weights_.layers.size()) == cfg_.num_hidden_layers,
+          "model weights have " + std::to_string(weights_.layers.size()) + " layers, config says " +
+              std::to_string(cfg_.num_hidden_layers));
+}
+
+void Model::set_max_block_tokens(int n) {
+  require(n >= kDeltaRuleChunk && n % kDeltaRuleChunk == 0,
+          "max block tokens must be a positive multiple of " + std::to_string(kDeltaRuleChunk));
+  max_block_ = n;
+}
+
+void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int logit_rows,
+                      float* logits) {
+  const int hidden = cfg_.hidden_size;
+  const int vocab = cfg_.vocab_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const size_t n = static_cast<size_t>(T) * hidden;
+  if (residual_.size() < n) residual_.resize(n);
+  if (normed_.size() < n) normed_.resize(n);
+  float* h = residual_.data();
+  float* xn = normed_.data();
+
+  auto t0 = std::chrono::steady_clock::now();
+  const float* embed = weights_.embed.data();
+  for (int t = 0; t < T; ++t) {
+    require(tokens[t] >= 0 && tokens[t] < vocab, "token id " + std::to_string(tokens[t]) +
+                                                     " outside the vocabulary [0, " +
+                                                     std::to_string(vocab) + ")");
+    std::memcpy(h + static_cast<size_t>(t) * hidden,
+                embed + static_cast<size_t>(tokens[t]) * hidden, sizeof(float) * hidden);
+  }
+  ws_.times.embed_norms += seconds_since(t0);
+  capture(h, T);
+
+  const int64_t pos0 = cache.n_tokens;
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
+    LayerCache& lc = cache.layers[static_cast<size_t>(l)];
+    t0 = std::chrono::steady_clock::now();
+    kernels::rms_norm_zero_centred(h, lw.input_norm.data(), xn, T, hidden, eps);
+    ws_.times.embed_norms += seconds_since(t0);
+    if (lw.kind == LayerKind::Linear)
+      gdn_layer(cfg_, lw.linear, xn, h, T, lc, ws_);
+    else
+      attention_layer(cfg_, lw.attn, xn, h, T, pos0, lc, ws_);
+
+    t0 = std::chrono::steady_clock::now();
+    kernels::rms_norm_zero_centred(h, lw.post_attn_norm.data(), xn, T, hidden, eps);
+    ws_.times.embed_norms += seconds_since(t0);
+    if (lw.is_moe)
+      moe_layer(cfg_, lw.moe, xn, h, T, ws_);
+    else
+      mlp_layer(lw.mlp, xn, h, T, hidden, ws_);
+    capture(h, T);
+  }
+  cache.n_tokens += T;
+
+  // Final norm and lm_head only for the rows whose logits are wanted.
+  if (logit_rows == 0) return;
+  t0 = std::chrono::steady_clock::now();
+  const int first = T - logit_rows;
+  kernels::rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden,
+                                 weights_.final_norm.data(), xn, logit_rows, hidden, eps);
+  ws_.times.embed_norms += seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  kernels::linear(xn, weights_.output_matrix().data(), logits, logit_rows, vocab, hidden);
+  ws_.times.lm_head += seconds_since(t0);
+}
+
+void Model::capture(const float* h, int T) {
+  if (capture_ == nullptr) return;
+  Tensor t({T, cfg_.hidden_size});
+  std::memcpy(t.data(), h, t.bytes());
+  capture_->push_back(std::move(t));
+}
+
+Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache, LogitsMode mode) {
+  require(!tokens.empty(), "prefill needs at least one token");
+  require(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
+          "inference cache does not belong to this model (layer count differs)");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  const int64_t vocab = cfg_.vocab_size;
+  Tensor logits({mode == LogitsMode::All ? T : 1, vocab});
+  for (int64_t b0 = 0; b0 < T; b0 += max_block_) {
+    const int n = static_cast<int>(std::min<int64_t>(max_block_, T - b0));
+    if (mode == LogitsMode::All)
+      run_block(tokens.data() + b0, n, cache, n, logits.data() + b0 * vocab);
+    else  // only the very last row's logits are wanted
+      run_block(tokens.data() + b0, n, cache, b0 + n == T ? 1 : 0, logits.data());
+  }
+  return logits;
+}
+
+Tensor Model::decode_step(int32_t token, InferenceCache& cache) {
+  return prefill({token}, cache, LogitsMode::Last);
+}
+
+std::vector<int32_t> Model::generate_greedy(const std::vector<int32_t>& prompt, int n_new,
+                                            InferenceCache& cache) {
+  std::vector<int32_t> out;
+  if (n_new <= 0) return out;
+  Tensor logits = prefill(prompt, cache, LogitsMode::Last);
+  for (int i = 0; i < n_new; ++i) {
+    const int32_t next = argmax(logits.data(), logits.numel());
+    out.push_back(next);
+    if (i + 1 < n_new) logits = decode_step(next, cache);
+  }
+  return out;
+}
+
+}  // namespace hypic::model

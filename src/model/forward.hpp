@@ -1,0 +1,64 @@
+#pragma once
+// The forward pass of a Qwen3-Next / Qwen3.5 hybrid model over token ids, continuing from
+// (and advancing) an InferenceCache: prefill of any block of tokens at any position,
+// single-token decode, greedy generation.
+#include <cstdint>
+#include <vector>
+
+#include "common/tensor.hpp"
+#include "model/cache.hpp"
+#include "model/config.hpp"
+#include "model/layers.hpp"
+#include "model/weights.hpp"
+
+namespace hypic::model {
+
+enum class LogitsMode { All, Last };  // logits for every new token, or only the last one
+
+// Owns its scratch buffers: use one Model per thread.
+class Model {
+ public:
+  Model(ModelConfig cfg, ModelWeights weights);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return weights_; }
+  InferenceCache new_cache() const { return InferenceCache::empty(cfg_); }
+
+  // Runs `tokens` through every layer at positions cache.n_tokens … and advances the cache.
+  // Returns logits [tokens, vocab] (All) or [1, vocab] (Last). Long inputs are processed in
+  // blocks of max_block_tokens() (a multiple of the delta rule's chunk, so results do not
+  // depend on it beyond rounding) to bound scratch memory.
+  Tensor prefill(const std::vector<int32_t>& tokens, InferenceCache& cache, LogitsMode mode);
+  // One token after the cached ones; logits [1, vocab].
+  Tensor decode_step(int32_t token, InferenceCache& cache);
+  // Prefills `prompt`, then picks the arg-max token n_new times (decoding each pick except
+  // the last). Returns the n_new generated ids.
+  std::vector<int32_t> generate_greedy(const std::vector<int32_t>& prompt, int n_new,
+                                       InferenceCache& cache);
+
+  int max_block_tokens() const { return max_block_; }
+  void set_max_block_tokens(int n);
+  ForwardTimes& times() { return ws_.times; }
+  // When set, every block appends the residual stream after the embedding and after each
+  // decoder layer ([T, hidden] each, before the final norm) to *sink; null turns it off.
+  void capture_hidden_states(std::vector<Tensor>* sink) { capture_ = sink; }
+
+ private:
+  // One block through the network, advancing the cache; writes the logits of its last
+  // logit_rows tokens (0 … T) to `logits`.
+  void run_block(const int32_t* tokens, int T, InferenceCache& cache, int logit_rows,
+                 float* logits);
+  void capture(const float* h, int T);
+
+  ModelConfig cfg_;
+  ModelWeights weights_;
+  Workspace ws_;
+  std::vector<float> residual_, normed_;
+  int max_block_ = 2048;
+  std::vector<Tensor>* capture_ = nullptr;
+};
+
+// Index of the largest value (the first one on ties, as torch.argmax).
+int32_t argmax(const float* x, int64_t n);
+
+}  // namespace hypic::model

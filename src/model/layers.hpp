@@ -1,0 +1,68 @@
+#pragma once
+// The layer kinds of Qwen3-Next / Qwen3.5, each over a block of T tokens' activations
+// [T, hidden] (already normalised by the caller), adding its result into the residual
+// stream: out += layer(x). Caches are read and advanced in place; scratch memory comes
+// from a Workspace, so steady-state forward passes allocate nothing.
+#include <cstdint>
+#include <vector>
+
+#include "model/cache.hpp"
+#include "model/config.hpp"
+#include "model/weights.hpp"
+
+namespace hypic::model {
+
+// Seconds spent per layer kind and phase, accumulated over forward passes.
+struct ForwardTimes {
+  double embed_norms = 0;  // embedding lookup, input/post/final RMSNorms, residual capture
+  double gdn_proj = 0;     // in_proj (q|k|v|z|b|a)
+  double gdn_conv = 0;     // causal conv1d + SiLU
+  double gdn_prep = 0;     // q/k/v split, L2 norms, gates
+  double gdn_rule = 0;     // chunked (or recurrent) delta rule
+  double gdn_out = 0;      // gated RMSNorm + out_proj
+  double attn_proj = 0;    // q/k/v projections, q/k norms, RoPE, cache append
+  double attn_core = 0;    // softmax attention
+  double attn_out = 0;     // sigmoid gate + o_proj
+  double mlp = 0;          // dense SwiGLU
+  double moe_experts = 0;  // router + routed experts
+  double moe_shared = 0;   // shared expert + its gate
+  double lm_head = 0;
+  double total() const;
+  void clear() { *this = ForwardTimes{}; }
+};
+
+// Scratch buffers grown on demand and reused.
+class Workspace {
+ public:
+  enum Slot { kA, kB, kC, kD, kE, kF, kG, kH, kI, kJ, kSlots };
+  float* floats(Slot slot, size_t n);
+  int* ints(size_t n);
+  ForwardTimes times;
+
+ private:
+  std::vector<float> buffers_[kSlots];
+  std::vector<int> ints_;
+};
+
+// Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates
+// β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
+// gated RMSNorm with z → out_proj. Advances cache.state and cache.conv (and
+// cache.transition when cache.capture_transition is set).
+void gdn_layer(const ModelConfig& cfg, const GdnWeights& w, const float* x, float* out, int T,
+               LayerCache& cache, Workspace& ws);
+
+// Gated softmax attention at absolute positions pos0 … pos0+T−1 (pos0 must equal the
+// cached tokens): zero-centred q/k RMSNorm, partial RoPE, GQA over cached + new K/V,
+// output · sigmoid(gate), o_proj. Appends this block's K (normed, rotated) and V to cache.
+void attention_layer(const ModelConfig& cfg, const AttentionWeights& w, const float* x, float* out,
+                     int T, int64_t pos0, LayerCache& cache, Workspace& ws);
+
+// SwiGLU MLP: out += down(silu(gate(x)) · up(x)).
+void mlp_layer(const MlpWeights& w, const float* x, float* out, int T, int hidden, Workspace& ws);
+
+// Sparse MoE: softmax router, top-k (renormalised when norm_topk_prob), routed experts
+// batched per expert, plus sigmoid(shared_expert_gate · x) · shared_expert(x).
+void moe_layer(const ModelConfig& cfg, const MoeWeights& w, const float* x, float* out, int T,
+               Workspace& ws);
+
+}  // namespace hypic::model
