@@ -15,34 +15,29 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, 
   if (T < 0 || C <= 0 || K <= 0) throw std::invalid_argument("causal_conv1d_silu: bad dims");
   const int P = K - 1;  // tail length
   using HostExec = Kokkos::DefaultHostExecutionSpace;
-  // u = state ++ x, read in place: index i < P is state row i, else x row i − P.
-  Kokkos::parallel_for("causal_conv1d_silu", Kokkos::RangePolicy<HostExec>(0, C), [=](const int c) {
-    const float* wc = w + static_cast<size_t>(c) * K;
-    for (int t = 0; t < T; ++t) {
-      float acc = 0.0f;
-      for (int j = 0; j < K; ++j) {
-        const int i = t + j;
-        const float u =
-            i < P ? state[static_cast<size_t>(i) * C + c] : x[static_cast<size_t>(i - P) * C + c];
-        acc += wc[j] * u;
-      }
-      y[static_cast<size_t>(t) * C + c] = acc / (1.0f + std::exp(-acc));
+  // Token-major: each output row reads K contiguous input rows, so the inner loop runs over
+  // channels with unit stride and vectorises. The kernel is transposed once to [K, C].
+  std::vector<float> wt(static_cast<size_t>(K) * C);
+  for (int c = 0; c < C; ++c)
+    for (int j = 0; j < K; ++j)
+      wt[static_cast<size_t>(j) * C + c] = w[static_cast<size_t>(c) * K + j];
+  const float* wtp = wt.data();
+  // u = state ++ x: row i < P is state row i, else x row i − P.
+  Kokkos::parallel_for("causal_conv1d_silu", Kokkos::RangePolicy<HostExec>(0, T), [=](const int t) {
+    float* yr = y + static_cast<size_t>(t) * C;
+    for (int c = 0; c < C; ++c) yr[c] = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      const int i = t + j;
+      const float* ur =
+          i < P ? state + static_cast<size_t>(i) * C : x + static_cast<size_t>(i - P) * C;
+      const float* wj = wtp + static_cast<size_t>(j) * C;
+      for (int c = 0; c < C; ++c) yr[c] += wj[c] * ur[c];
     }
-    // New tail: the last P rows of state ++ x, oldest first (T may be shorter than P).
-    if (P > 0) {
-      float tail[64];
-      std::vector<float> big;
-      float* tl = tail;
-      if (P > 64) big.resize(P), tl = big.data();
-      for (int r = 0; r < P; ++r) {
-        const int i = T + r;  // index in u of the r-th tail row
-        tl[r] =
-            i < P ? state[static_cast<size_t>(i) * C + c] : x[static_cast<size_t>(i - P) * C + c];
-      }
-      for (int r = 0; r < P; ++r) state[static_cast<size_t>(r) * C + c] = tl[r];
-    }
+    for (int c = 0; c < C; ++c) yr[c] = yr[c] / (1.0f + std::exp(-yr[c]));
   });
   Kokkos::fence();
+  // New tail: the last P rows of state ++ x, oldest first (T may be shorter than P).
+  causal_conv1d_tail(x, state, T, C, K);
 }
 
 void causal_conv1d_tail(const float* x, float* state, int T, int C, int K) {
