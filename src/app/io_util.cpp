@@ -1,0 +1,62 @@
+#include "app/io_util.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace hypic::app {
+
+std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
+  std::ifstream in(path);
+  require(in.good(), "cannot open token-id file '" + path + "'");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("token-id file '" + path + "' is not valid JSON: " + e.what());
+  }
+  const nlohmann::json& ids = j.is_object() && j.contains("input_ids") ? j["input_ids"] : j;
+  require(ids.is_array(),
+          "token-id file '" + path + "' must hold a list of ints or {\"input_ids\": [...]}");
+  require(!ids.empty(), "token-id file '" + path + "' holds no tokens");
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    require(ids[i].is_number_integer(),
+            "token-id file '" + path + "': element " + std::to_string(i) + " is not an integer");
+    const int64_t v = ids[i].get<int64_t>();
+    require(v >= 0 && v < vocab_size, "token-id file '" + path + "': id " + std::to_string(v) +
+                                          " at position " + std::to_string(i) +
+                                          " is outside the vocabulary [0, " +
+                                          std::to_string(vocab_size) + ")");
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return out;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  std::ofstream out(path);
+  out << text;
+  require(out.good(), "cannot write '" + path + "'");
+}
+
+uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      uint64_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace hypic::app
