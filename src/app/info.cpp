@@ -4,6 +4,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <memory>
+#include <stdexcept>
 
 #include "app/commands.hpp"
 #include "hypic/kernels/blas.hpp"
@@ -15,8 +17,7 @@ void print_build_info(std::FILE* out) {
   const auto blas = kernels::blas_info();
   std::fprintf(out, "hypic %s\n", HYPIC_VERSION);
   std::fprintf(out, "  BLAS   : %s, kernel %s, %d thread(s)%s%s\n", blas.library.c_str(),
-               blas.kernel.c_str(), blas.threads, blas.note.empty() ? "" : "; ",
-               blas.note.c_str());
+               blas.kernel.c_str(), blas.threads, blas.note.empty() ? "" : "; ", blas.note.c_str());
   std::fprintf(out, "  Kokkos : %d.%d.%d, host execution space %s\n", KOKKOS_VERSION / 10000,
                KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100,
                Kokkos::DefaultHostExecutionSpace::name());
@@ -41,9 +42,21 @@ void print_build_info(std::FILE* out) {
 }
 
 void add_info_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("info", "Print the build configuration and the BLAS kernel in use");
-  on_run(sub, [] {
+  auto* sub =
+      app.add_subcommand("info", "Print the build configuration and the BLAS kernel in use");
+  auto device_check = std::make_shared<bool>(false);
+  sub->add_flag("--device-check", *device_check,
+                "Also run every CUDA kernel against its host kernel (needs a GPU)");
+  on_run(sub, [device_check] {
     print_build_info(stdout);
+    if (*device_check) {
+      const auto dev = kernels::cuda_device_info();
+      if (dev.compiled && dev.count == 0)
+        throw std::runtime_error("--device-check needs a CUDA device, and none is visible (" +
+                                 dev.description + ")");
+      std::fflush(stdout);
+      std::printf("%s", kernels::cuda::self_check().c_str());
+    }
     return 0;
   });
 }
