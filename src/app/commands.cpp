@@ -24,6 +24,13 @@ void on_run(CLI::App* sub, std::function<int()> run) { runners()[sub] = std::mov
 
 void register_commands(CLI::App& app) {
   add_info_command(app);
+  add_model_commands(app);
+  add_forward_command(app);
+  add_generate_command(app);
+  add_bench_commands(app);
+  add_warmup_command(app);
+  add_serve_command(app);
+  add_inspect_command(app);
 }
 
 int run_selected(CLI::App& app) { return run_parsed(app); }

@@ -16,6 +16,14 @@ void on_run(CLI::App* sub, std::function<int()> run);
 void add_info_command(CLI::App& app);
 void add_model_commands(CLI::App& app);
 void add_forward_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_bench_commands(CLI::App& app);
+// Bench subcommands, one file each, registered by add_bench_commands.
+void add_bench_compose(CLI::App& bench);
+void add_bench_tokenize(CLI::App& bench);
+void add_warmup_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_bench_ttft(CLI::App& bench);  // a `hypic bench` subcommand
 
 }  // namespace hypic::app

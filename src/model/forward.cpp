@@ -82,6 +82,7 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
     capture(h, T);
   }
   cache.n_tokens += T;
+  last_hidden_.assign(h + static_cast<size_t>(T - 1) * hidden, h + static_cast<size_t>(T) * hidden);
 
   // Final norm and lm_head only for the rows whose logits are wanted.
   if (logit_rows == 0) return;
@@ -108,11 +109,13 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
           "inference cache does not belong to this model (layer count differs)");
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t vocab = cfg_.vocab_size;
-  Tensor logits({mode == LogitsMode::All ? T : 1, vocab});
+  Tensor logits({mode == LogitsMode::All ? T : mode == LogitsMode::Last ? 1 : 0, vocab});
   for (int64_t b0 = 0; b0 < T; b0 += max_block_) {
     const int n = static_cast<int>(std::min<int64_t>(max_block_, T - b0));
     if (mode == LogitsMode::All)
       run_block(tokens.data() + b0, n, cache, n, logits.data() + b0 * vocab);
+    else if (mode == LogitsMode::None)
+      run_block(tokens.data() + b0, n, cache, 0, nullptr);
     else  // only the very last row's logits are wanted
       run_block(tokens.data() + b0, n, cache, b0 + n == T ? 1 : 0, logits.data());
   }

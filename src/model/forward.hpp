@@ -13,7 +13,9 @@
 
 namespace hypic::model {
 
-enum class LogitsMode { All, Last };  // logits for every new token, or only the last one
+// Logits for every new token, only the last one, or none (the cache is all that is wanted:
+// junction windows, prefix snapshots; prefill then returns an empty [0, vocab] tensor).
+enum class LogitsMode { All, Last, None };
 
 // Owns its scratch buffers: use one Model per thread.
 class Model {
@@ -42,6 +44,9 @@ class Model {
   // When set, every block appends the residual stream after the embedding and after each
   // decoder layer ([T, hidden] each, before the final norm) to *sink; null turns it off.
   void capture_hidden_states(std::vector<Tensor>* sink) { capture_ = sink; }
+  // The residual stream of the last token processed by the latest prefill or decode step,
+  // after the last decoder layer and before the final norm ([hidden]; empty before any).
+  const std::vector<float>& last_hidden() const { return last_hidden_; }
 
  private:
   // One block through the network, advancing the cache; writes the logits of its last
@@ -53,7 +58,7 @@ class Model {
   ModelConfig cfg_;
   ModelWeights weights_;
   Workspace ws_;
-  std::vector<float> residual_, normed_;
+  std::vector<float> residual_, normed_, last_hidden_;
   int max_block_ = 2048;
   std::vector<Tensor>* capture_ = nullptr;
 };

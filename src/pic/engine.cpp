@@ -1,0 +1,282 @@
+#include "pic/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "pic/compose.hpp"
+#include "store/checksum.hpp"
+
+namespace hypic::pic {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The key of the prompt units so far (prefix, then segments): a chained content hash, so
+// that equal keys mean an identical token sequence from the start of the prompt, unit
+// boundaries included (a path in a trie of units).
+std::string chain_key(const store::Hash128& parent, const std::vector<int32_t>& unit,
+                      store::Hash128& out) {
+  store::Fnv1a128 h;
+  h.update("hypic.prefix.v1", 15);
+  h.update_value<uint64_t>(parent.hi).update_value<uint64_t>(parent.lo);
+  h.update_value<uint64_t>(unit.size());
+  for (int32_t t : unit) h.update_value<int32_t>(t);
+  out = h.digest();
+  return store::to_hex(out);
+}
+
+std::vector<int32_t> head(const std::vector<int32_t>& v, int n) {
+  return std::vector<int32_t>(v.begin(), v.begin() + n);
+}
+
+}  // namespace
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::Full:
+      return "full";
+    case Mode::Prefix:
+      return "prefix";
+    case Mode::Pic:
+      return "pic";
+    case Mode::PicAddition:
+      return "pic-addition";
+  }
+  return "?";
+}
+
+Mode parse_mode(const std::string& name) {
+  for (Mode m : {Mode::Full, Mode::Prefix, Mode::Pic, Mode::PicAddition})
+    if (name == mode_name(m)) return m;
+  throw Error("unknown mode '" + name + "' (modes: full, prefix, pic, pic-addition)");
+}
+
+bool uses_entries(Mode m) {
+  return m == Mode::Pic || m == Mode::PicAddition;
+}
+
+Engine::Engine(model::Model& model, std::string model_fingerprint, EngineOptions options,
+               store::SegmentStore* store)
+    : model_(model),
+      fingerprint_(std::move(model_fingerprint)),
+      options_(options),
+      store_(store),
+      entries_(options.memory_budget_bytes),
+      snapshots_(options.memory_budget_bytes) {
+  if (store_ != nullptr)
+    require(store_->junction() == options_.junction.store_code(),
+            "store " + store_->path() + " was made with junction " +
+                JunctionSpec::from_store_code(store_->junction()).to_string() + ", this run uses " +
+                options_.junction.to_string());
+}
+
+std::string Engine::entry_key(const std::vector<int32_t>& segment) const {
+  const int w = options_.junction.tokens_for(static_cast<int64_t>(segment.size()));
+  return store::entry_key(fingerprint_, segment, w);
+}
+
+size_t Engine::memory_bytes() const {
+  return entries_.bytes() + snapshots_.bytes();
+}
+uint64_t Engine::memory_evictions() const {
+  return entries_.evictions() + snapshots_.evictions();
+}
+
+QueryResult Engine::run(const Query& q) {
+  const model::ModelConfig& cfg = model_.config();
+  QueryResult r;
+  r.id = q.id;
+  r.segments = static_cast<int>(q.segments.size());
+  require(!q.question.empty(), "query " + q.id + " has no question tokens");
+  int64_t total = static_cast<int64_t>(q.prefix.size() + q.question.size());
+  for (size_t i = 0; i < q.segments.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(q.segments[i].size());
+    require(n > 0, "query " + q.id + ": segment " + std::to_string(i + 1) + " is empty");
+    require(n <= cfg.max_position_embeddings,
+            "query " + q.id + ": segment " + std::to_string(i + 1) + " has " + std::to_string(n) +
+                " tokens, more than the model's context of " +
+                std::to_string(cfg.max_position_embeddings));
+    total += n;
+  }
+  require(total <= cfg.max_position_embeddings, "query " + q.id + ": the prompt has " +
+                                                    std::to_string(total) +
+                                                    " tokens, more than the model's context of " +
+                                                    std::to_string(cfg.max_position_embeddings));
+  r.prompt_tokens = total;
+
+  switch (options_.mode) {
+    case Mode::Full:
+      run_full(q, r);
+      break;
+    case Mode::Prefix:
+      run_prefix(q, r);
+      break;
+    case Mode::Pic:
+    case Mode::PicAddition:
+      run_pic(q, r);
+      break;
+  }
+  return r;
+}
+
+std::vector<float> Engine::final_prefill(const std::vector<int32_t>& tokens,
+                                         model::InferenceCache& cache, QueryResult& r) {
+  Tensor logits = model_.prefill(tokens, cache, model::LogitsMode::Last);
+  r.tokens_recomputed += static_cast<int64_t>(tokens.size());
+  if (options_.keep_last_hidden) r.last_hidden = model_.last_hidden();
+  return std::move(logits.vec());
+}
+
+void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, int max_new_tokens,
+                    QueryResult& r) {
+  const auto t0 = Clock::now();
+  if (options_.keep_first_logits) r.first_logits = logits;
+  const std::vector<int>& eos = model_.config().eos_token_ids;
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  for (int i = 0; i < max_new_tokens; ++i) {
+    const int32_t next = model::argmax(logits.data(), vocab);
+    r.answer.push_back(next);
+    if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+    if (i + 1 < max_new_tokens) logits = std::move(model_.decode_step(next, cache).vec());
+  }
+  r.times.decode = seconds_since(t0);
+}
+
+void Engine::run_full(const Query& q, QueryResult& r) {
+  const auto t0 = Clock::now();
+  std::vector<int32_t> prompt = q.prefix;
+  for (const auto& s : q.segments) prompt.insert(prompt.end(), s.begin(), s.end());
+  prompt.insert(prompt.end(), q.question.begin(), q.question.end());
+  model::InferenceCache cache = model_.new_cache();
+  std::vector<float> logits = final_prefill(prompt, cache, r);
+  r.times.prefill = r.times.ttft = seconds_since(t0);
+  decode(std::move(logits), cache, q.max_new_tokens, r);
+}
+
+void Engine::run_prefix(const Query& q, QueryResult& r) {
+  const auto t0 = Clock::now();
+  std::vector<const std::vector<int32_t>*> units;
+  if (!q.prefix.empty()) units.push_back(&q.prefix);
+  for (const auto& s : q.segments) units.push_back(&s);
+  std::vector<std::string> keys;
+  store::Hash128 h;
+  for (const auto* u : units) keys.push_back(chain_key(h, *u, h));
+
+  // The longest prompt start that has a snapshot.
+  model::InferenceCache cache;
+  size_t start = 0;
+  for (size_t i = units.size(); i-- > 0;) {
+    if (auto snap = snapshots_.get(keys[i])) {
+      cache = *snap;
+      start = i + 1;
+      break;
+    }
+  }
+  if (start == 0) cache = model_.new_cache();
+  r.prefix_units_reused = static_cast<int>(start);
+  r.times.prefix_restore = seconds_since(t0);
+
+  for (size_t i = start; i < units.size(); ++i) {
+    auto t1 = Clock::now();
+    model_.prefill(*units[i], cache, model::LogitsMode::None);
+    r.tokens_recomputed += static_cast<int64_t>(units[i]->size());
+    r.times.prefill += seconds_since(t1);
+    t1 = Clock::now();
+    snapshots_.put(keys[i], std::make_shared<const model::InferenceCache>(cache), cache.bytes());
+    r.times.snapshot_save += seconds_since(t1);
+  }
+  const auto t2 = Clock::now();
+  std::vector<float> logits = final_prefill(q.question, cache, r);
+  r.times.question = seconds_since(t2);
+  r.times.ttft = seconds_since(t0) - r.times.snapshot_save;
+  decode(std::move(logits), cache, q.max_new_tokens, r);
+}
+
+Engine::Lookup Engine::lookup(const std::vector<int32_t>& segment, QueryResult& r) {
+  const int64_t n = static_cast<int64_t>(segment.size());
+  const int w = options_.junction.tokens_for(n);
+  const std::string key = store::entry_key(fingerprint_, segment, w);
+  Lookup lk;
+  const auto t0 = Clock::now();
+  if ((lk.entry = entries_.get(key))) {
+    lk.tier = Lookup::kMemory;
+    r.times.store_read += seconds_since(t0);
+    return lk;
+  }
+  if (store_ != nullptr) {
+    store::ReadResult rr = store_->read(key);
+    if (rr.status == store::EntryStatus::kValid) {
+      auto e = std::make_shared<const SegmentEntry>(
+          from_store_entry(std::move(*rr.entry), model_.config(), w));
+      entries_.put(key, e, e->bytes());
+      lk.entry = std::move(e);
+      lk.tier = Lookup::kStore;
+      r.times.store_read += seconds_since(t0);
+      return lk;
+    }
+    lk.damaged = rr.status == store::EntryStatus::kDamaged;
+  }
+  r.times.store_read += seconds_since(t0);
+
+  const auto t1 = Clock::now();
+  SegmentEntry computed = compute_entry(model_, segment, w);
+  if (store_ != nullptr) {
+    round_to_dtype(computed, store_->dtype());
+    if (store_->writable()) store_->put(key, to_store_entry(computed));
+  }
+  auto e = std::make_shared<const SegmentEntry>(std::move(computed));
+  entries_.put(key, e, e->bytes());
+  lk.entry = std::move(e);
+  lk.tier = Lookup::kCold;
+  r.times.cold_fill += seconds_since(t1);
+  return lk;
+}
+
+void Engine::run_pic(const Query& q, QueryResult& r) {
+  const auto t0 = Clock::now();
+  const bool addition = options_.mode == Mode::PicAddition;
+  model::InferenceCache cache = model_.new_cache();
+  if (!q.prefix.empty()) {
+    model_.prefill(q.prefix, cache, model::LogitsMode::None);
+    r.tokens_recomputed += static_cast<int64_t>(q.prefix.size());
+    r.times.prefill = seconds_since(t0);
+  }
+  for (const auto& seg : q.segments) {
+    const Lookup lk = lookup(seg, r);
+    switch (lk.tier) {
+      case Lookup::kMemory:
+        ++r.hits_memory;
+        break;
+      case Lookup::kStore:
+        ++r.hits_store;
+        break;
+      case Lookup::kCold:
+        ++r.cold;
+        r.cold_tokens += static_cast<int64_t>(seg.size());
+        break;
+    }
+    if (lk.damaged) ++r.damaged;
+    const int64_t start = cache.n_tokens;
+    const int w = lk.entry->junction;
+    if (w > 0) {
+      const auto t1 = Clock::now();
+      model_.prefill(head(seg, w), cache, model::LogitsMode::None);
+      r.tokens_recomputed += w;
+      r.times.junction += seconds_since(t1);
+    }
+    const auto t2 = Clock::now();
+    splice_entry(model_.config(), *lk.entry, start, addition, cache);
+    r.times.composition += seconds_since(t2);
+  }
+  const auto t3 = Clock::now();
+  std::vector<float> logits = final_prefill(q.question, cache, r);
+  r.times.question = seconds_since(t3);
+  r.times.ttft = seconds_since(t0);
+  decode(std::move(logits), cache, q.max_new_tokens, r);
+}
+
+}  // namespace hypic::pic

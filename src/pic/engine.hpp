@@ -1,0 +1,114 @@
+#pragma once
+// The PIC engine in one process: answers a query [prefix] seg_1 … seg_k [question] in one
+// of the caching modes, with a memory tier in front of the segment store, and reports
+// time to first token by phase. (MPI distribution of cold segments comes later: this
+// class is what rank 0, the combine driver, runs.)
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/forward.hpp"
+#include "pic/junction.hpp"
+#include "pic/lru_cache.hpp"
+#include "pic/segment_entry.hpp"
+#include "store/segment_store.hpp"
+
+namespace hypic::pic {
+
+enum class Mode { Full, Prefix, Pic, PicAddition };
+const char* mode_name(Mode m);  // "full", "prefix", "pic", "pic-addition"
+// Throws hypic::Error naming the modes.
+Mode parse_mode(const std::string& name);
+bool uses_entries(Mode m);  // pic, pic-addition
+
+struct EngineOptions {
+  Mode mode = Mode::Pic;
+  JunctionSpec junction;
+  size_t memory_budget_bytes = size_t(1) << 30;  // entries (pic) or snapshots (prefix)
+  bool keep_first_logits = false;                // QueryResult::first_logits
+  bool keep_last_hidden = false;                 // QueryResult::last_hidden
+};
+
+struct Query {
+  std::string id;
+  std::vector<int32_t> prefix;                 // plain prefill before the segments
+  std::vector<std::vector<int32_t>> segments;  // each non-empty
+  std::vector<int32_t> question;               // non-empty
+  int max_new_tokens = 16;
+};
+
+// Seconds per phase of one query. ttft covers everything up to the first token's logits
+// except snapshot_save (prefix mode), reported apart.
+struct PhaseTimes {
+  double store_read = 0;      // memory-tier lookups, store reads and decoding
+  double cold_fill = 0;       // computing missing entries and writing them back
+  double composition = 0;     // T·S + S(R|0), conv tails, re-rotated K and V
+  double junction = 0;        // junction windows through every layer
+  double prefix_restore = 0;  // prefix mode: copying the longest matching snapshot
+  double prefill = 0;         // plain prefill (full mode; prefix's unmatched segments; the
+                              // prompt prefix in pic modes)
+  double question = 0;        // the question's prefill, up to the first token's logits
+  double snapshot_save = 0;   // prefix mode: keeping snapshots at segment boundaries
+  double ttft = 0;
+  double decode = 0;  // the remaining greedy tokens
+};
+
+struct QueryResult {
+  std::string id;
+  std::vector<int32_t> answer;  // greedy tokens, stopped after an end-of-sequence id
+  PhaseTimes times;
+  int segments = 0;
+  int hits_memory = 0;
+  int hits_store = 0;
+  int cold = 0;                 // computed now (damaged store entries included)
+  int damaged = 0;              // store entries that failed their checksum
+  int prefix_units_reused = 0;  // prefix mode: prompt units (prefix, segments) restored
+  int64_t prompt_tokens = 0;
+  int64_t tokens_recomputed = 0;    // prompt tokens run through the network for this query
+  int64_t cold_tokens = 0;          // tokens of segments computed cold
+  std::vector<float> first_logits;  // [vocab], when EngineOptions::keep_first_logits
+  std::vector<float> last_hidden;   // [hidden], last prompt token, residual stream before
+                                    // the final norm, when keep_last_hidden
+};
+
+class Engine {
+ public:
+  // `store` may be null (no persistence: cold entries stay in the memory tier). When
+  // given, it must be made for this model and junction (SegmentStore::open checks).
+  Engine(model::Model& model, std::string model_fingerprint, EngineOptions options,
+         store::SegmentStore* store = nullptr);
+
+  QueryResult run(const Query& query);
+
+  const EngineOptions& options() const { return options_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  std::string entry_key(const std::vector<int32_t>& segment) const;
+  size_t memory_bytes() const;
+  uint64_t memory_evictions() const;
+
+ private:
+  struct Lookup {
+    std::shared_ptr<const SegmentEntry> entry;
+    enum { kMemory, kStore, kCold } tier = kCold;
+    bool damaged = false;
+  };
+  Lookup lookup(const std::vector<int32_t>& segment, QueryResult& r);
+  void run_full(const Query& q, QueryResult& r);
+  void run_prefix(const Query& q, QueryResult& r);
+  void run_pic(const Query& q, QueryResult& r);
+  // Prefill of the last part of the prompt: logits of its last token, and the hidden state.
+  std::vector<float> final_prefill(const std::vector<int32_t>& tokens, model::InferenceCache& cache,
+                                   QueryResult& r);
+  void decode(std::vector<float> logits, model::InferenceCache& cache, int max_new_tokens,
+              QueryResult& r);
+
+  model::Model& model_;
+  std::string fingerprint_;
+  EngineOptions options_;
+  store::SegmentStore* store_;
+  LruCache<SegmentEntry> entries_;
+  LruCache<model::InferenceCache> snapshots_;
+};
+
+}  // namespace hypic::pic

@@ -1,0 +1,180 @@
+#include "pic/segment_entry.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "hypic/kernels/blas.hpp"
+
+namespace hypic::pic {
+namespace {
+
+std::string linear_name(int layer, const char* what) {
+  return "linear/" + std::to_string(layer) + "/" + what;
+}
+std::string attn_name(int layer, const char* what) {
+  return "attn/" + std::to_string(layer) + "/" + what;
+}
+
+// Rows [first, n) of a [n, a, b] tensor.
+Tensor tail_rows(const Tensor& t, int64_t first) {
+  const int64_t n = t.dim(0), row = t.dim(1) * t.dim(2);
+  Tensor out({n - first, t.dim(1), t.dim(2)});
+  std::memcpy(out.data(), t.data() + first * row, out.bytes());
+  return out;
+}
+
+Tensor take(store::Entry& stored, const std::string& name, const std::vector<int64_t>& shape) {
+  auto it = stored.arrays.find(name);
+  require(it != stored.arrays.end(), "segment entry lacks array " + name);
+  Tensor t = std::move(it->second);
+  require(t.shape() == shape, "segment entry array " + name + " has shape " + t.shape_str() +
+                                  ", the model expects " + Tensor(shape).shape_str());
+  return t;
+}
+
+}  // namespace
+
+size_t SegmentEntry::bytes() const {
+  size_t total = 0;
+  for (const LinearLayerEntry& l : linear)
+    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes();
+  for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
+  return total;
+}
+
+SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w) {
+  const model::ModelConfig& cfg = model.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  require(n > 0, "a segment needs at least one token");
+  require(w >= 0 && w < n, "junction window of " + std::to_string(w) +
+                               " tokens does not fit a segment of " + std::to_string(n));
+  const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
+            dv = cfg.linear_value_head_dim;
+
+  model::InferenceCache cache = model.new_cache();
+  if (w > 0)
+    model.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + w), cache,
+                  model::LogitsMode::None);
+  std::vector<Tensor> state_w(cache.layers.size());
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
+    model::LayerCache& lc = cache.layers[l];
+    if (lc.kind != model::LayerKind::Linear) continue;
+    if (w > 0) state_w[l] = lc.state;
+    lc.capture_transition = true;
+    lc.transition = Tensor();
+  }
+  model.prefill(std::vector<int32_t>(tokens.begin() + w, tokens.end()), cache,
+                model::LogitsMode::None);
+
+  SegmentEntry entry;
+  entry.n_tokens = n;
+  entry.junction = w;
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
+    model::LayerCache& lc = cache.layers[l];
+    if (lc.kind == model::LayerKind::Linear) {
+      require(lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
+              "the forward pass did not capture the transition of layer " + std::to_string(l));
+      LinearLayerEntry le;
+      le.layer = static_cast<int>(l);
+      LinearSummary& s = le.summary;
+      s.structure = TStructure::Dense;
+      s.heads = Hv;
+      s.dk = dk;
+      s.dv = dv;
+      s.tokens = n - w;
+      s.t = std::move(lc.transition.vec());
+      s.s = std::move(lc.state.vec());
+      if (w > 0)  // S(R|0) = S_n − T_R · S_w, head by head
+        for (int h = 0; h < Hv; ++h)
+          kernels::gemm(false, false, dk, dv, dk, -1.0f, s.t.data() + size_t(h) * dk * dk, dk,
+                        state_w[l].data() + size_t(h) * dk * dv, dv, 1.0f,
+                        s.s.data() + size_t(h) * dk * dv, dv);
+      le.conv = std::move(lc.conv);
+      entry.linear.push_back(std::move(le));
+    } else {
+      AttentionLayerEntry ae;
+      ae.layer = static_cast<int>(l);
+      ae.k = tail_rows(lc.k, w);
+      ae.v = tail_rows(lc.v, w);
+      entry.attention.push_back(std::move(ae));
+    }
+  }
+  return entry;
+}
+
+store::Entry to_store_entry(const SegmentEntry& entry) {
+  store::Entry out;
+  out.n_tokens = entry.n_tokens;
+  for (const LinearLayerEntry& l : entry.linear) {
+    const LinearSummary& s = l.summary;
+    Tensor t({s.heads, s.dk, s.dk});
+    t.vec() = s.t;
+    Tensor st({s.heads, s.dk, s.dv});
+    st.vec() = s.s;
+    out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
+    out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
+  }
+  for (const AttentionLayerEntry& a : entry.attention) {
+    out.arrays.emplace(attn_name(a.layer, "K"), a.k);
+    out.arrays.emplace(attn_name(a.layer, "V"), a.v);
+  }
+  return out;
+}
+
+SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& cfg, int w) {
+  const int64_t n = stored.n_tokens;
+  require(n > w, "segment entry of " + std::to_string(n) + " tokens cannot have a junction of " +
+                     std::to_string(w));
+  const int64_t Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
+                dv = cfg.linear_value_head_dim;
+  SegmentEntry entry;
+  entry.n_tokens = n;
+  entry.junction = w;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (cfg.layer_types.at(static_cast<size_t>(l)) == model::LayerKind::Linear) {
+      LinearLayerEntry le;
+      le.layer = l;
+      LinearSummary& s = le.summary;
+      s.structure = TStructure::Dense;
+      s.heads = static_cast<int>(Hv);
+      s.dk = static_cast<int>(dk);
+      s.dv = static_cast<int>(dv);
+      s.tokens = n - w;
+      s.t = std::move(take(stored, linear_name(l, "T"), {Hv, dk, dk}).vec());
+      s.s = std::move(take(stored, linear_name(l, "S"), {Hv, dk, dv}).vec());
+      le.conv = take(stored, linear_name(l, "conv"),
+                     {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
+      entry.linear.push_back(std::move(le));
+    } else {
+      AttentionLayerEntry ae;
+      ae.layer = l;
+      const std::vector<int64_t> kv = {n - w, cfg.num_key_value_heads, cfg.head_dim};
+      ae.k = take(stored, attn_name(l, "K"), kv);
+      ae.v = take(stored, attn_name(l, "V"), kv);
+      entry.attention.push_back(std::move(ae));
+    }
+  }
+  return entry;
+}
+
+void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype) {
+  if (dtype == store::StoreDtype::kF32) return;
+  std::vector<unsigned char> buf;
+  auto round = [&](float* x, size_t n) {
+    buf.resize(n * store::dtype_bytes(dtype));
+    store::encode(dtype, x, n, buf.data());
+    store::decode(dtype, buf.data(), n, x);
+  };
+  for (LinearLayerEntry& l : entry.linear) {
+    round(l.summary.t.data(), l.summary.t.size());
+    round(l.summary.s.data(), l.summary.s.size());
+    round(l.conv.data(), l.conv.vec().size());
+  }
+  for (AttentionLayerEntry& a : entry.attention) {
+    round(a.k.data(), a.k.vec().size());
+    round(a.v.data(), a.v.vec().size());
+  }
+}
+
+}  // namespace hypic::pic

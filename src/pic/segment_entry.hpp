@@ -1,0 +1,55 @@
+#pragma once
+// Segment entries (MATH.md §2-§5): what is cached for one segment, computed in isolation
+// at segment-local positions, for the tokens after its junction window R = c_w … c_{n−1}:
+//   linear layer    T_R [Hv, dk, dk], S(R|0) [Hv, dk, dv], conv tail [K−1, conv_dim]
+//   attention layer K, V [n − w, Hkv, hd], K rotated at local positions w … n−1
+// and the conversion to and from the store's named arrays.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/forward.hpp"
+#include "pic/linear_summary.hpp"
+#include "store/entry.hpp"
+
+namespace hypic::pic {
+
+struct LinearLayerEntry {
+  int layer = 0;
+  LinearSummary summary;  // Dense T_R and S(R|0)
+  Tensor conv;            // the layer's conv state after the whole segment
+};
+
+struct AttentionLayerEntry {
+  int layer = 0;
+  Tensor k;  // [n − w, Hkv, hd] after k_norm and RoPE at local positions w … n−1
+  Tensor v;  // [n − w, Hkv, hd]
+};
+
+struct SegmentEntry {
+  int64_t n_tokens = 0;  // the whole segment, junction window included
+  int junction = 0;      // w: the window's tokens, recomputed at reuse and not cached
+  std::vector<LinearLayerEntry> linear;
+  std::vector<AttentionLayerEntry> attention;
+
+  int64_t cached_tokens() const { return n_tokens - junction; }
+  size_t bytes() const;  // in memory (f32)
+};
+
+// Computes the entry of `tokens` with a junction window of w tokens (0 ≤ w < n), from an
+// empty cache: prefill c_0 … c_{w−1}, keep each linear layer's state S_w, prefill the rest
+// capturing T_R, then S(R|0) = S_n − T_R · S_w (exact by linearity).
+SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w);
+
+// Store arrays: "linear/<l>/T", "linear/<l>/S", "linear/<l>/conv", "attn/<l>/K", "attn/<l>/V"
+// (l = the model's layer index).
+store::Entry to_store_entry(const SegmentEntry& entry);
+// The inverse, checking every array's presence and shape against the model; consumes
+// `stored`. Throws hypic::Error naming the first array that does not fit.
+SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& config, int w);
+
+// Rounds every array of `entry` to what the store keeps in `dtype`, so an entry used right
+// after it is computed composes exactly as it will when read back.
+void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype);
+
+}  // namespace hypic::pic

@@ -1,0 +1,265 @@
+// Segment entries, composition and re-rotation against full recompute on a random tiny
+// model (MATH.md §2-§5), the entry ↔ store round trip, and the engine's small parts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hypic/kernels/rope.hpp"
+#include "model/forward.hpp"
+#include "model/presets.hpp"
+#include "pic/compose.hpp"
+#include "pic/fidelity.hpp"
+#include "pic/fingerprint.hpp"
+#include "pic/junction.hpp"
+#include "pic/lru_cache.hpp"
+#include "pic/segment_entry.hpp"
+#include "pic_test_util.hpp"
+#include "store/segment_store.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using hypic::Tensor;
+using hypic::model::InferenceCache;
+using hypic::model::LogitsMode;
+using hypic::model::Model;
+using hypic::pic::SegmentEntry;
+
+using pic_test::random_tokens;
+
+Model tiny_model(hypic::model::Arch arch = hypic::model::Arch::Qwen3_5, uint64_t seed = 7) {
+  return pic_test::remembering_tiny_model(arch, seed);
+}
+
+double rel(const Tensor& a, const Tensor& ref) {
+  return hypic::pic::relative_l2(a.data(), ref.data(), ref.vec().size());
+}
+
+// prefix, then each segment composed from its entry (junction tokens prefilled first).
+InferenceCache compose(Model& m, const std::vector<int32_t>& prefix,
+                       const std::vector<std::vector<int32_t>>& segs, int w, bool addition,
+                       hypic::store::StoreDtype dtype = hypic::store::StoreDtype::kF32) {
+  InferenceCache cache = m.new_cache();
+  if (!prefix.empty()) m.prefill(prefix, cache, LogitsMode::Last);
+  for (const auto& s : segs) {
+    SegmentEntry e = hypic::pic::compute_entry(m, s, w);
+    hypic::pic::round_to_dtype(e, dtype);
+    const int64_t start = cache.n_tokens;
+    if (w > 0) m.prefill(std::vector<int32_t>(s.begin(), s.begin() + w), cache, LogitsMode::None);
+    hypic::pic::splice_entry(m.config(), e, start, addition, cache);
+  }
+  return cache;
+}
+
+InferenceCache recompute(Model& m, const std::vector<int32_t>& prefix,
+                         const std::vector<std::vector<int32_t>>& segs) {
+  std::vector<int32_t> all = prefix;
+  for (const auto& s : segs) all.insert(all.end(), s.begin(), s.end());
+  InferenceCache cache = m.new_cache();
+  m.prefill(all, cache, LogitsMode::Last);
+  return cache;
+}
+
+TEST(PicEngine, FirstLinearLayerComposedStateEqualsRecompute) {
+  for (auto arch : {hypic::model::Arch::Qwen3_5, hypic::model::Arch::Qwen3Next}) {
+    Model m = tiny_model(arch);
+    std::mt19937 rng(11);
+    const int V = m.config().vocab_size;
+    const auto prefix = random_tokens(rng, 5, V);
+    const std::vector<std::vector<int32_t>> segs = {
+        random_tokens(rng, 40, V), random_tokens(rng, 150, V), random_tokens(rng, 9, V)};
+    const InferenceCache full = recompute(m, prefix, segs);
+    const InferenceCache w8 = compose(m, prefix, segs, 8, false);
+    const InferenceCache w0 = compose(m, prefix, segs, 0, false);
+    const InferenceCache bf16 = compose(m, prefix, segs, 8, false, hypic::store::StoreDtype::kBF16);
+    const InferenceCache f16 = compose(m, prefix, segs, 8, false, hypic::store::StoreDtype::kF16);
+    const double e8 = rel(w8.layers[0].state, full.layers[0].state);
+    const double e0 = rel(w0.layers[0].state, full.layers[0].state);
+    const double eb = rel(bf16.layers[0].state, full.layers[0].state);
+    const double eh = rel(f16.layers[0].state, full.layers[0].state);
+    const double conv = rel(w8.layers[0].conv, full.layers[0].conv);
+    std::printf(
+        "[ pic      ] %s layer 0 state rel. error: W=8 %.2e, W=0 %.2e, W=8 with bf16 "
+        "entries %.2e, f16 %.2e; deepest linear layer W=8 %.2e\n",
+        hypic::model::arch_name(arch), e8, e0, eb, eh,
+        rel(w8.layers[2].state, full.layers[2].state));
+    EXPECT_LE(e8, 1e-5);
+    EXPECT_LE(conv, 1e-6);
+    EXPECT_GT(e0, 10 * e8);  // without the window, the conv tail of each segment is wrong
+    EXPECT_LE(eb, 1e-2);     // bf16 T and S(R|0): one rounding's worth (2^-9), not compounding
+    EXPECT_LE(eh, 2e-3);
+    EXPECT_EQ(w8.n_tokens, full.n_tokens);
+  }
+}
+
+TEST(PicEngine, EntryOfAWholeSegmentReproducesItsPrefill) {
+  // From an empty cache, junction + composition is exact in every layer (offset 0).
+  Model m = tiny_model();
+  std::mt19937 rng(3);
+  const auto seg = random_tokens(rng, 100, m.config().vocab_size);
+  const InferenceCache full = recompute(m, {}, {seg});
+  for (int w : {0, 3, 8, 99}) {
+    const InferenceCache c = compose(m, {}, {seg}, w, false);
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      if (c.layers[l].kind == hypic::model::LayerKind::Linear) {
+        EXPECT_LE(rel(c.layers[l].state, full.layers[l].state), 1e-5) << "w=" << w << " l=" << l;
+      } else {
+        EXPECT_LE(rel(c.layers[l].k, full.layers[l].k), 1e-5) << "w=" << w;
+        EXPECT_LE(rel(c.layers[l].v, full.layers[l].v), 1e-5) << "w=" << w;
+      }
+    }
+  }
+}
+
+TEST(PicEngine, RerotatedKeysEqualKeysComputedAtTheOffset) {
+  const auto cfg = hypic::model::preset_config(hypic::model::Arch::Qwen3_5, "small");
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int n = 37, H = cfg.num_key_value_heads, hd = cfg.head_dim;
+  Tensor raw({n, H, hd});
+  for (auto& x : raw.vec()) x = nd(rng);
+  const hypic::kernels::RopeDims d{n, H, hd, cfg.rotary_dim(), static_cast<float>(cfg.rope_theta)};
+  // Reference: the exact rotation at position q + offset, in double (f32 inverse
+  // frequencies, as rope_apply uses).
+  auto reference = [&](int64_t pos0) {
+    Tensor out = raw;
+    const int half = d.rotary_dim / 2;
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < half; ++i) {
+          const float inv = 1.0f / std::pow(d.theta, float(2 * i) / float(d.rotary_dim));
+          const double a = double(pos0 + t) * inv;
+          float* x = out.data() + (size_t(t) * H + h) * hd;
+          const double x1 = raw[(int64_t(t) * H + h) * hd + i],
+                       x2 = raw[(int64_t(t) * H + h) * hd + i + half];
+          x[i] = float(x1 * std::cos(a) - x2 * std::sin(a));
+          x[i + half] = float(x2 * std::cos(a) + x1 * std::sin(a));
+        }
+    return out;
+  };
+  auto worst = [&](const Tensor& a, const Tensor& b) {
+    double w = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) w = std::max(w, double(std::fabs(a[i] - b[i])));
+    return w;
+  };
+  for (int64_t offset : {1, 517, 4093, 30000}) {
+    Tensor local = raw, direct = raw;
+    hypic::kernels::rope_apply(d, local.data(), 8);  // segment-local positions 8 … 44
+    hypic::pic::rerotate_keys(cfg, local, offset);
+    hypic::kernels::rope_apply(d, direct.data(), 8 + offset);
+    const Tensor exact = reference(8 + offset);
+    const double e_shift = worst(local, exact), e_direct = worst(direct, exact);
+    std::printf(
+        "[ pic      ] offset %6lld: max|K error| re-rotated %.2e, computed at the offset "
+        "in f32 %.2e, difference %.2e\n",
+        static_cast<long long>(offset), e_shift, e_direct, worst(local, direct));
+    // f32 angles lose precision with the position; re-rotation is never worse than computing
+    // at the offset directly, and equal to it at moderate offsets.
+    EXPECT_LE(e_shift, 2 * e_direct + 2e-5) << "offset " << offset;
+    if (offset < 1000) {
+      EXPECT_LE(worst(local, direct), 2e-5) << "offset " << offset;
+    }
+  }
+}
+
+TEST(PicEngine, EntryStoreRoundTrip) {
+  Model m = tiny_model(hypic::model::Arch::Qwen3Next);
+  std::mt19937 rng(9);
+  const auto seg = random_tokens(rng, 77, m.config().vocab_size);
+  const std::string fp = hypic::pic::model_fingerprint(m.config(), m.weights());
+  const SegmentEntry e = hypic::pic::compute_entry(m, seg, 8);
+  EXPECT_EQ(e.cached_tokens(), 69);
+  const fs::path dir = fs::temp_directory_path() / ("hypic_pic_rt_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (auto dtype : {hypic::store::StoreDtype::kF32, hypic::store::StoreDtype::kBF16}) {
+    hypic::store::StoreOptions o;
+    o.model_fingerprint = fp;
+    o.junction = 8;
+    o.dtype = dtype;
+    const std::string path = (dir / (hypic::store::dtype_name(dtype) + ".h5")).string();
+    const std::string key = hypic::store::entry_key(fp, seg, 8);
+    {
+      auto st = hypic::store::SegmentStore::create(path, o);
+      EXPECT_TRUE(st.put(key, hypic::pic::to_store_entry(e)));
+    }
+    auto st = hypic::store::SegmentStore::open(path, fp, 8, hypic::store::OpenMode::kRead);
+    auto got = st.get(key);
+    ASSERT_TRUE(got.has_value());
+    const SegmentEntry back = hypic::pic::from_store_entry(std::move(*got), m.config(), 8);
+    SegmentEntry expect = e;
+    hypic::pic::round_to_dtype(expect, dtype);
+    ASSERT_EQ(back.linear.size(), expect.linear.size());
+    ASSERT_EQ(back.attention.size(), expect.attention.size());
+    for (size_t i = 0; i < back.linear.size(); ++i) {
+      EXPECT_EQ(back.linear[i].summary.t, expect.linear[i].summary.t);
+      EXPECT_EQ(back.linear[i].summary.s, expect.linear[i].summary.s);
+      EXPECT_EQ(back.linear[i].conv.vec(), expect.linear[i].conv.vec());
+    }
+    for (size_t i = 0; i < back.attention.size(); ++i) {
+      EXPECT_EQ(back.attention[i].k.vec(), expect.attention[i].k.vec());
+      EXPECT_EQ(back.attention[i].v.vec(), expect.attention[i].v.vec());
+    }
+    EXPECT_EQ(back.bytes(), e.bytes());
+  }
+  fs::remove_all(dir);
+}
+
+TEST(PicEngine, FingerprintSeesConfigAndWeights) {
+  const auto cfg = hypic::model::preset_config(hypic::model::Arch::Qwen3_5, "tiny");
+  const auto w1 = hypic::model::random_weights(cfg, 1);
+  auto w2 = w1;
+  const std::string a = hypic::pic::model_fingerprint(cfg, w1);
+  EXPECT_EQ(a, hypic::pic::model_fingerprint(cfg, w2));
+  w2.final_norm[3] += 1e-3f;
+  EXPECT_NE(a, hypic::pic::model_fingerprint(cfg, w2));
+  auto cfg2 = cfg;
+  cfg2.rope_theta *= 2;
+  EXPECT_NE(a, hypic::pic::model_fingerprint(cfg2, w1));
+}
+
+TEST(PicEngine, JunctionSpec) {
+  using hypic::pic::JunctionSpec;
+  EXPECT_EQ(JunctionSpec::parse("8").tokens_for(100), 8);
+  EXPECT_EQ(JunctionSpec::parse("8").tokens_for(5), 4);  // capped at n − 1
+  EXPECT_EQ(JunctionSpec::parse("0").tokens_for(100), 0);
+  EXPECT_EQ(JunctionSpec::parse("0.25").tokens_for(10), 3);  // ceil(2.5)
+  EXPECT_EQ(JunctionSpec::parse("1.0").tokens_for(10), 9);
+  EXPECT_EQ(JunctionSpec::parse("1").tokens_for(10), 1);  // an integer is a token count
+  EXPECT_EQ(JunctionSpec::parse("0.25").store_code(), -2500);
+  EXPECT_EQ(JunctionSpec::from_store_code(-2500).to_string(), "0.25");
+  EXPECT_EQ(JunctionSpec::from_store_code(8).to_string(), "8");
+  EXPECT_THROW(JunctionSpec::parse("-1"), hypic::Error);
+  EXPECT_THROW(JunctionSpec::parse("1.5"), hypic::Error);
+  EXPECT_THROW(JunctionSpec::parse("x"), hypic::Error);
+}
+
+TEST(PicEngine, LruCacheKeepsTheBudget) {
+  hypic::pic::LruCache<int> c(100);
+  c.put("a", std::make_shared<const int>(1), 40);
+  c.put("b", std::make_shared<const int>(2), 40);
+  ASSERT_TRUE(c.get("a"));  // a is now the most recent
+  c.put("c", std::make_shared<const int>(3), 40);
+  EXPECT_TRUE(c.contains("a"));
+  EXPECT_FALSE(c.contains("b"));
+  EXPECT_TRUE(c.contains("c"));
+  EXPECT_EQ(c.bytes(), 80u);
+  EXPECT_EQ(c.evictions(), 1u);
+  EXPECT_FALSE(c.put("huge", std::make_shared<const int>(4), 101));
+  EXPECT_EQ(c.size(), 2u);
+}
+
+TEST(PicEngine, FidelityMeasures) {
+  const std::vector<float> p = {1, 2, 3}, q = {1, 2, 3}, r = {3, 2, 1};
+  EXPECT_NEAR(hypic::pic::kl_divergence_logits(p.data(), q.data(), 3), 0.0, 1e-12);
+  EXPECT_GT(hypic::pic::kl_divergence_logits(p.data(), r.data(), 3), 0.5);
+  const auto a = hypic::pic::token_agreement({1, 2, 3, 4}, {1, 2, 9, 4});
+  EXPECT_DOUBLE_EQ(a.prefix_fraction, 0.5);
+  EXPECT_FALSE(a.exact);
+  EXPECT_TRUE(hypic::pic::token_agreement({1, 2}, {1, 2}).exact);
+}
+
+}  // namespace

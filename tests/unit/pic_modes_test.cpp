@@ -1,0 +1,191 @@
+// The five caching modes against full recompute on a random tiny model: fidelity ordering
+// (pic W=8 < pic W=0 ≪ pic-addition), prefix = full when the prefix matches, cold fill
+// write-back and tiered hits, and the cases where the modes must agree.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/forward.hpp"
+#include "model/presets.hpp"
+#include "pic/engine.hpp"
+#include "pic/fidelity.hpp"
+#include "pic/fingerprint.hpp"
+#include "pic_test_util.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using hypic::model::Model;
+using hypic::pic::Engine;
+using hypic::pic::EngineOptions;
+using hypic::pic::Mode;
+using hypic::pic::Query;
+using hypic::pic::QueryResult;
+
+struct Fixture {
+  hypic::model::ModelConfig cfg = hypic::model::preset_config(hypic::model::Arch::Qwen3_5, "tiny");
+  Model model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 21);
+  std::string fp = hypic::pic::model_fingerprint(model.config(), model.weights());
+};
+
+using pic_test::random_tokens;
+
+EngineOptions options(Mode mode, int junction, bool keep = true) {
+  EngineOptions o;
+  o.mode = mode;
+  o.junction.width = junction;
+  o.keep_first_logits = o.keep_last_hidden = keep;
+  return o;
+}
+
+struct Distance {
+  double kl = 0, hidden = 0;
+};
+
+Distance distance(const QueryResult& full, const QueryResult& r) {
+  return {hypic::pic::kl_divergence_logits(full.first_logits.data(), r.first_logits.data(),
+                                           static_cast<int64_t>(full.first_logits.size())),
+          hypic::pic::relative_l2(r.last_hidden.data(), full.last_hidden.data(),
+                                  full.last_hidden.size())};
+}
+
+TEST(PicModes, JunctionWindowsHelpAndTransitionsMatter) {
+  Fixture f;
+  std::mt19937 rng(4);
+  const int V = f.cfg.vocab_size;
+  Engine full(f.model, f.fp, options(Mode::Full, 8));
+  Engine w8(f.model, f.fp, options(Mode::Pic, 8));
+  Engine w0(f.model, f.fp, options(Mode::Pic, 0));
+  Engine add(f.model, f.fp, options(Mode::PicAddition, 8));
+  Distance d8, d0, da;
+  const int queries = 8;
+  for (int q = 0; q < queries; ++q) {
+    Query query;
+    query.id = "q" + std::to_string(q);
+    std::uniform_int_distribution<int> len(24, 96);
+    for (int s = 0; s < 4; ++s) query.segments.push_back(random_tokens(rng, len(rng), V));
+    query.question = random_tokens(rng, 8, V);
+    query.max_new_tokens = 4;
+    const QueryResult ref = full.run(query);
+    for (auto [engine, acc] : {std::pair{&w8, &d8}, std::pair{&w0, &d0}, std::pair{&add, &da}}) {
+      const Distance d = distance(ref, engine->run(query));
+      acc->kl += d.kl / queries;
+      acc->hidden += d.hidden / queries;
+    }
+  }
+  std::printf(
+      "[ modes    ] mean over %d queries of 4 segments: KL(full||mode) first token / "
+      "last hidden rel. error:\n"
+      "[ modes    ]   pic W=8 %.3e / %.3e, pic W=0 %.3e / %.3e, pic-addition W=8 "
+      "%.3e / %.3e\n",
+      queries, d8.kl, d8.hidden, d0.kl, d0.hidden, da.kl, da.hidden);
+  EXPECT_LT(d8.kl, d0.kl);
+  EXPECT_LT(d8.hidden, d0.hidden);
+  EXPECT_LT(3 * d0.kl, da.kl);
+  EXPECT_LT(2 * d0.hidden, da.hidden);
+}
+
+TEST(PicModes, PrefixAgreesWithFullWhenThePrefixMatches) {
+  Fixture f;
+  std::mt19937 rng(8);
+  const int V = f.cfg.vocab_size;
+  const auto pre = random_tokens(rng, 6, V);
+  const auto s1 = random_tokens(rng, 50, V), s2 = random_tokens(rng, 70, V),
+             s3 = random_tokens(rng, 30, V), s4 = random_tokens(rng, 40, V);
+  Engine full(f.model, f.fp, options(Mode::Full, 8));
+  Engine prefix(f.model, f.fp, options(Mode::Prefix, 8));
+  Query a{"a", pre, {s1, s2, s3}, random_tokens(rng, 5, V), 6};
+  Query b{"b", pre, {s1, s2, s4}, random_tokens(rng, 5, V), 6};
+  const QueryResult ra = prefix.run(a);
+  EXPECT_EQ(ra.prefix_units_reused, 0);
+  const QueryResult rb = prefix.run(b);
+  EXPECT_EQ(rb.prefix_units_reused, 3);  // prompt prefix, s1, s2
+  EXPECT_EQ(rb.tokens_recomputed, 40 + 5);
+  for (const auto& [q, r] : {std::pair{&a, &ra}, std::pair{&b, &rb}}) {
+    const QueryResult ref = full.run(*q);
+    EXPECT_EQ(ref.answer, r->answer);
+    const Distance d = distance(ref, *r);
+    EXPECT_LE(d.kl, 1e-8) << q->id;
+    EXPECT_LE(d.hidden, 1e-5) << q->id;
+  }
+  // The same prompt again: everything but the question comes from the snapshot.
+  const QueryResult again = prefix.run(b);
+  EXPECT_EQ(again.prefix_units_reused, 4);
+  EXPECT_EQ(again.answer, rb.answer);
+}
+
+TEST(PicModes, ColdFillWritesBackAndTheNextQueryHits) {
+  Fixture f;
+  std::mt19937 rng(12);
+  const int V = f.cfg.vocab_size;
+  const fs::path path =
+      fs::temp_directory_path() / ("hypic_modes_" + std::to_string(getpid()) + ".h5");
+  Query q{"q",
+          {},
+          {random_tokens(rng, 40, V), random_tokens(rng, 60, V), random_tokens(rng, 5, V)},
+          random_tokens(rng, 4, V),
+          5};
+  hypic::store::StoreOptions so;
+  so.model_fingerprint = f.fp;
+  so.junction = 8;
+  so.dtype = hypic::store::StoreDtype::kBF16;
+  QueryResult cold, hot;
+  {
+    auto st = hypic::store::SegmentStore::create(path.string(), so);
+    Engine e(f.model, f.fp, options(Mode::Pic, 8), &st);
+    cold = e.run(q);
+    EXPECT_EQ(cold.cold, 3);
+    EXPECT_EQ(cold.cold_tokens, 105);
+    EXPECT_EQ(st.size(), 3u);
+    hot = e.run(q);
+    EXPECT_EQ(hot.hits_memory, 3);
+    EXPECT_EQ(hot.cold, 0);
+  }
+  auto st = hypic::store::SegmentStore::open(path.string(), f.fp, 8, hypic::store::OpenMode::kRead);
+  Engine fresh(f.model, f.fp, options(Mode::Pic, 8), &st);
+  const QueryResult warm = fresh.run(q);
+  EXPECT_EQ(warm.hits_store, 3);
+  EXPECT_EQ(warm.cold, 0);
+  // A cold entry is rounded to the store's dtype before use: hits compose identically.
+  EXPECT_EQ(cold.answer, warm.answer);
+  EXPECT_EQ(cold.first_logits, warm.first_logits);
+  EXPECT_EQ(hot.first_logits, warm.first_logits);
+  // junction 8 + 8 + 4 (capped at n − 1) + question 4
+  EXPECT_EQ(warm.tokens_recomputed, 8 + 8 + 4 + 4);
+  st.close();
+  fs::remove(path);
+}
+
+TEST(PicModes, SingleSegmentPromptsAgreeAcrossModes) {
+  // One segment at offset 0 from an empty cache: composition is exact in every layer, and
+  // addition equals composition when there is no junction (the incoming state is zero).
+  Fixture f;
+  std::mt19937 rng(2);
+  const int V = f.cfg.vocab_size;
+  const Query q{"one", {}, {random_tokens(rng, 90, V)}, random_tokens(rng, 6, V), 6};
+  Engine full(f.model, f.fp, options(Mode::Full, 8));
+  const QueryResult ref = full.run(q);
+  for (auto [mode, w] : {std::pair{Mode::Prefix, 8}, std::pair{Mode::Pic, 8},
+                         std::pair{Mode::Pic, 0}, std::pair{Mode::PicAddition, 0}}) {
+    Engine e(f.model, f.fp, options(mode, w));
+    const QueryResult r = e.run(q);
+    const Distance d = distance(ref, r);
+    EXPECT_EQ(r.answer, ref.answer) << hypic::pic::mode_name(mode) << " W=" << w;
+    EXPECT_LE(d.kl, 1e-8) << hypic::pic::mode_name(mode) << " W=" << w;
+    EXPECT_LE(d.hidden, 1e-5) << hypic::pic::mode_name(mode) << " W=" << w;
+  }
+}
+
+TEST(PicModes, RefusesBadQueries) {
+  Fixture f;
+  Engine e(f.model, f.fp, options(Mode::Pic, 8));
+  EXPECT_THROW(e.run(Query{"x", {}, {{1, 2}, {}}, {3}, 1}), hypic::Error);  // empty segment
+  EXPECT_THROW(e.run(Query{"x", {}, {{1, 2}}, {}, 1}), hypic::Error);       // no question
+  std::vector<int32_t> huge(static_cast<size_t>(f.cfg.max_position_embeddings) + 1, 1);
+  EXPECT_THROW(e.run(Query{"x", {}, {huge}, {3}, 1}), hypic::Error);  // longer than context
+}
+
+}  // namespace
