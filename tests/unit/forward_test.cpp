@@ -26,12 +26,14 @@ using hypic::model::LogitsMode;
 using hypic::model::Model;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
-// The target is 1e-4. These tiny random models are ill-conditioned: the gated RMSNorm
-// of the linear layers rescales near-zero head outputs to O(1), so f32 rounding noise is
-// amplified, and transformers' own f32 logits differ from its float64 logits by up to
-// 3.5e-4 on them (qwen3_5 T=64). No f32 implementation can sit closer to the f32 reference
-// than that noise allows; we reach ≤ 1.7e-4 (see the printed figures).
-constexpr float kLogitTol = 2.5e-4f;
+// The target, 1e-4. The golden models are built to be well conditioned for f32
+// (scripts/make_golden.py): transformers' f32 logits are within 2e-5 of its float64 ones for
+// every model and T (f32_vs_f64_max_abs_logits in reference.json; logits max ~5.5). Observed
+// max |logit diff| here, prefill / cached decode: qwen3_next T=1 2.4e-6 / 4.9e-6, T=7 8.1e-6 /
+// 7.6e-6, T=64 1.3e-5 / 1.4e-5, T=130 3.9e-5 / 6.5e-6; qwen3_5 (and the sharded copy) 1.7e-6 /
+// 8.8e-6, 4.8e-6 / 5.3e-6, 1.7e-5 / 6.4e-6, 1.9e-5 / 8.2e-6; qwen3_5_bf16 2.3e-6 / 5.4e-6,
+// 5.9e-6 / 7.5e-6, 1.5e-5 / 5.3e-6, 1.6e-5 / 9.6e-6.
+constexpr float kLogitTol = 1e-4f;
 
 std::vector<std::string> golden_models() {
   std::vector<std::string> names;
