@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -290,6 +292,21 @@ struct SegmentStore::Impl {
     require(found, where() +
                        ": both commit records are damaged, so which entries are complete is "
                        "unknown; the file cannot be used (recompute it into a new store)");
+    // A reader racing a live SWMR writer can see the new commit record before the grown
+    // extents of the datasets it covers (HDF5 refreshes each object's metadata separately).
+    // Refresh those datasets until the view catches up; only a real truncation persists.
+    auto extents_cover = [&] {
+      return entries.shape().at(0) >= committed.entries &&
+             arrays.shape().at(0) >= committed.arrays &&
+             names_ds.shape().at(0) >= committed.names &&
+             payload.shape().at(0) >= committed.payload_end;
+    };
+    if (mode == OpenMode::kRead) {
+      for (int attempt = 0; attempt < 200 && !extents_cover(); ++attempt) {
+        for (const h5::Dataset* d : {&entries, &arrays, &names_ds, &payload}) H5Drefresh(d->id());
+        if (!extents_cover()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     auto check_extent = [&](const h5::Dataset& d, uint64_t needed, const char* what) {
       uint64_t have = d.shape().at(0);
       require(have >= needed, where() + " is truncated: its commit record counts " +
