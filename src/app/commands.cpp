@@ -31,6 +31,8 @@ void register_commands(CLI::App& app) {
   add_warmup_command(app);
   add_serve_command(app);
   add_inspect_command(app);
+  add_eval_command(app);
+  add_chat_command(app);
 }
 
 int run_selected(CLI::App& app) { return run_parsed(app); }

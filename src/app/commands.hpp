@@ -21,9 +21,12 @@ void add_bench_commands(CLI::App& app);
 // Bench subcommands, one file each, registered by add_bench_commands.
 void add_bench_compose(CLI::App& bench);
 void add_bench_tokenize(CLI::App& bench);
+void add_bench_scaling(CLI::App& bench);  // cold query across ranks: measured and simulated
 void add_warmup_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_bench_ttft(CLI::App& bench);  // a `hypic bench` subcommand
+void add_eval_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 
 }  // namespace hypic::app

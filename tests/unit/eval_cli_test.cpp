@@ -1,0 +1,151 @@
+// `hypic eval` through the built binary on a tiny random model (byte-level tokenizer): every
+// mode over the HotpotQA fixture, the output files and table, cache hits after the warm-up,
+// and one-line errors for an unknown dataset and a malformed file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+class EvalCli : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("hypic_eval_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const CliRun r = hypic("model init --arch qwen3_5 --preset tiny --seed 5 --out " +
+                           (dir_ / "model").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static CliRun hypic(const std::string& args) {
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const std::string cmd =
+        std::string(HYPIC_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+    const int status = std::system(cmd.c_str());
+    return {status, slurp(out), slurp(err)};
+  }
+  static std::string base_args(const std::string& dataset, const std::string& input) {
+    return "eval --model " + (dir_ / "model").string() + " --dataset " + dataset + " --input " +
+           input + " --templates " HYPIC_TEST_DATA_DIR "/../../inputs/datasets/templates.json";
+  }
+  static void expect_one_line_error(const CliRun& r, const std::string& needle) {
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.rfind("hypic: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+};
+fs::path EvalCli::dir_;
+
+TEST_F(EvalCli, EveryModeOverHotpotqa) {
+  const fs::path out = dir_ / "run";
+  const CliRun r = hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") +
+                         " --modes full,prefix,pic,pic-addition --limit 2 --max-new-tokens 3" +
+                         " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("eval: warm-up"), std::string::npos) << r.err;  // progress lines
+  const std::string table = slurp(out / "table.md");
+  for (const char* mode : {"full", "prefix", "pic", "pic-addition"}) {
+    EXPECT_NE(table.find(std::string("| ") + mode + " |"), std::string::npos) << table;
+    EXPECT_NE(r.out.find(std::string("| ") + mode + " |"), std::string::npos) << r.out;
+    const fs::path pred = out / mode / "hotpotqa.jsonl";
+    ASSERT_TRUE(fs::exists(pred)) << pred;
+    std::ifstream in(pred);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      const json j = json::parse(line);
+      for (const char* key : {"pred", "answers", "all_classes", "length", "_id", "ttft_ms", "hits",
+                              "colds", "score", "em", "f1"})
+        EXPECT_TRUE(j.contains(key)) << key << " in " << line;
+      EXPECT_TRUE(j["pred"].is_string());
+      ++n;
+    }
+    EXPECT_EQ(n, 2) << mode;
+    EXPECT_TRUE(fs::exists(out / mode / "metrics.json"));
+  }
+  EXPECT_NE(table.find("| F1 |"), std::string::npos) << table;
+  EXPECT_TRUE(fs::exists(out / "store.h5"));
+
+  const json s = json::parse(slurp(out / "summary.json"));
+  EXPECT_EQ(s["metric"], "qa_f1");
+  EXPECT_EQ(s["examples"], 2);
+  ASSERT_EQ(s["modes"].size(), 4u);
+  EXPECT_EQ(s["modes"][0]["delta_vs_full"].get<double>(), 0.0);
+  EXPECT_GT(s["warmup"]["computed"].get<int>(), 0);
+  for (int i : {0, 1}) {  // full and prefix use no entries
+    EXPECT_EQ(s["modes"][i]["hits"]["store"].get<int>(), 0);
+    EXPECT_EQ(s["modes"][i]["hits"]["memory"].get<int>(), 0);
+  }
+  for (int i : {2, 3}) {  // warmed: every segment is a hit
+    const json& m = s["modes"][i];
+    EXPECT_GT(m["hits"]["store"].get<int>() + m["hits"]["memory"].get<int>(), 0) << m;
+    EXPECT_EQ(m["colds"].get<int>(), 0) << m;
+    EXPECT_GT(m["ttft_ms"]["p50"].get<double>(), 0.0);
+  }
+
+  // A second run over the same store finds every segment already stored.
+  const CliRun again = hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") +
+                             " --modes pic --limit 2 --max-new-tokens 3 --out " +
+                             (dir_ / "run2").string() + " --store " + (out / "store.h5").string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  const json s2 = json::parse(slurp(dir_ / "run2" / "summary.json"));
+  EXPECT_EQ(s2["warmup"]["computed"].get<int>(), 0);
+  EXPECT_TRUE(s2["modes"][0]["delta_vs_full"].is_null());
+  EXPECT_NE(again.out.find("| n/a |"), std::string::npos) << again.out;
+}
+
+TEST_F(EvalCli, SummaryDatasetUsesRougeL) {
+  const fs::path out = dir_ / "news";
+  const CliRun r = hypic(base_args("multi_news", HYPIC_TEST_DATA_DIR "/datasets/multi_news.jsonl") +
+                         " --modes full,pic --limit 1 --max-new-tokens 2 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| ROUGE-L |"), std::string::npos) << r.out;
+  const json s = json::parse(slurp(out / "summary.json"));
+  EXPECT_EQ(s["metric"], "rouge_l");
+  EXPECT_FALSE(s["modes"][0].contains("em"));
+}
+
+TEST_F(EvalCli, BadInputsFailWithOneLine) {
+  expect_one_line_error(
+      hypic(base_args("nosuchset", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") + " --out " +
+            (dir_ / "bad1").string()),
+      "nosuchset");
+  expect_one_line_error(
+      hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/malformed.jsonl") + " --out " +
+            (dir_ / "bad2").string()),
+      "malformed.jsonl");
+  expect_one_line_error(
+      hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") +
+            " --modes full,fast --out " + (dir_ / "bad3").string()),
+      "fast");
+  EXPECT_FALSE(fs::exists(dir_ / "bad1"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad2"));
+}
+
+}  // namespace
