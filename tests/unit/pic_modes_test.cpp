@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -155,6 +157,67 @@ TEST(PicModes, ColdFillWritesBackAndTheNextQueryHits) {
   EXPECT_EQ(hot.first_logits, warm.first_logits);
   // junction 8 + 8 + 4 (capped at n − 1) + question 4
   EXPECT_EQ(warm.tokens_recomputed, 8 + 8 + 4 + 4);
+  st.close();
+  fs::remove(path);
+}
+
+TEST(PicModes, DamagedStoreEntryIsReportedRecomputedAndReplaced) {
+  // Bytes of one stored entry are flipped on disk: serving must notice (checksum), never
+  // use it, recompute it as a cold fill, write the good entry back, and answer as before.
+  Fixture f;
+  std::mt19937 rng(31);
+  const int V = f.cfg.vocab_size;
+  const fs::path path =
+      fs::temp_directory_path() / ("hypic_damage_" + std::to_string(getpid()) + ".h5");
+  Query q{
+      "q", {}, {random_tokens(rng, 50, V), random_tokens(rng, 70, V)}, random_tokens(rng, 4, V), 4};
+  hypic::store::StoreOptions so;
+  so.model_fingerprint = f.fp;
+  so.junction = 8;
+  so.dtype = hypic::store::StoreDtype::kF32;  // payload bytes are the floats themselves
+  QueryResult reference;
+  std::string damaged_key;
+  std::vector<float> payload;
+  {
+    auto st = hypic::store::SegmentStore::create(path.string(), so);
+    Engine e(f.model, f.fp, options(Mode::Pic, 8), &st);
+    reference = e.run(q);
+    ASSERT_EQ(reference.cold, 2);
+    damaged_key = st.key_for(q.segments[1]);
+    const auto entry = st.get(damaged_key);
+    ASSERT_TRUE(entry.has_value());
+    payload = entry->arrays.begin()->second.vec();
+  }
+  // Find a 32-byte run of that entry's payload in the file and flip one bit in it.
+  ASSERT_GE(payload.size(), 32u);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string needle(reinterpret_cast<const char*>(payload.data() + 16), 32);
+  const size_t at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  {
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(static_cast<std::streamoff>(at + 5));
+    char c = bytes[at + 5] ^ 0x10;
+    io.write(&c, 1);
+  }
+  {
+    auto st =
+        hypic::store::SegmentStore::open(path.string(), f.fp, 8, hypic::store::OpenMode::kWrite);
+    Engine e(f.model, f.fp, options(Mode::Pic, 8), &st);
+    const QueryResult r = e.run(q);
+    EXPECT_EQ(r.damaged, 1);
+    EXPECT_EQ(r.hits_store, 1);
+    EXPECT_EQ(r.cold, 1);  // the damaged entry was recomputed, not used
+    EXPECT_EQ(r.answer, reference.answer);
+    EXPECT_EQ(r.first_logits, reference.first_logits);
+  }
+  auto st = hypic::store::SegmentStore::open(path.string(), f.fp, 8, hypic::store::OpenMode::kRead);
+  EXPECT_TRUE(st.verify().ok());
+  EXPECT_TRUE(st.contains(damaged_key));
   st.close();
   fs::remove(path);
 }
