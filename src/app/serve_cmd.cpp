@@ -16,7 +16,10 @@
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/world.hpp"
 #include "eval/metrics.hpp"
+#include "hypic/kernels/blas.hpp"
+#include "pic/distributed.hpp"
 #include "pic/fidelity.hpp"
 #include "store/segment_store.hpp"
 
@@ -29,6 +32,7 @@ struct ServeArgs {
                                              on_bad_line = "fail", dtype = "bf16";
   double memory_budget_mib = 1024;
   int max_new_tokens = 16;
+  int ranks = 0;
   bool compare_full = false;
 };
 
@@ -37,7 +41,15 @@ int run_serve(const ServeArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
   require(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
+  cluster::check_world_size(a.ranks);
+  const cluster::Communicator comm = cluster::Communicator::world().duplicate();
+  const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model);
+  if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
+    pic::run_worker(comm.get(), *m.model, junction);
+    return 0;
+  }
   const model::ModelConfig& cfg = m.model->config();
   std::optional<Corpus> corpus;
   if (!a.corpus.empty()) corpus = read_corpus(a.corpus, m.tokenizer, cfg, policy);
@@ -55,6 +67,14 @@ int run_serve(const ServeArgs& a) {
   eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
   eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
   pic::Engine engine(*m.model, m.fingerprint, eo, st ? &*st : nullptr);
+  // With workers, rank 0 routes and composes; the cold segments are computed on the workers.
+  std::unique_ptr<pic::RemoteColdSource> cold;
+  if (world.size > 1 && pic::uses_entries(mode)) {
+    cold = std::make_unique<pic::RemoteColdSource>(
+        comm.get(), *m.model,
+        st ? pic::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0));
+    engine.set_cold_source(cold.get());
+  }
   std::unique_ptr<pic::Engine> full;
   if (a.compare_full) {
     pic::EngineOptions fo = eo;
@@ -103,6 +123,8 @@ int run_serve(const ServeArgs& a) {
     metrics["store_entries"] = st->size();
     st->close();
   }
+  cold.reset();
+  pic::shutdown_workers(comm.get());
   write_text_file(a.out + "/metrics.json", metrics.dump(2) + "\n");
   write_text_file(a.out + "/timings.csv", summary.timings_csv());
   std::printf("%s\n", summary.one_line().c_str());
@@ -132,6 +154,9 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--dtype", a->dtype, "element type of a store created here")
       ->capture_default_str();
   sub->add_option("--on-bad-line", a->on_bad_line, "fail | skip")->capture_default_str();
+  sub->add_option("--ranks", a->ranks,
+                  "MPI ranks this job must have (0: whatever the launcher started)")
+      ->capture_default_str();
   sub->add_flag("--compare-full", a->compare_full,
                 "also run full recompute and record agreement, KL and hidden-state error");
   on_run(sub, [a] { return run_serve(*a); });

@@ -1,43 +1,45 @@
 // `hypic warmup`: every document of a corpus becomes a segment entry in the store.
 // Resumable: entries already in the store are skipped, so a killed warm-up continues where
-// its last committed entry ended.
+// its last committed entry ended. Under mpirun, rank 0 plans (LPT) and writes the store, and
+// the other ranks compute entries (pic/distributed.hpp).
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "app/commands.hpp"
 #include "app/pic_inputs.hpp"
+#include "cluster/world.hpp"
+#include "hypic/kernels/blas.hpp"
+#include "pic/distributed.hpp"
 #include "pic/junction.hpp"
 #include "pic/segment_entry.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
 namespace {
-using Clock = std::chrono::steady_clock;
-
-std::string clock_text(double seconds) {
-  const long s = seconds < 0 ? 0 : static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
-  return buf;
-}
-
 struct WarmupArgs {
   std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail";
+  int ranks = 0;
   bool sync = false;
   bool repair = false;
 };
 
 int run_warmup(const WarmupArgs& a) {
+  cluster::check_world_size(a.ranks);
+  const cluster::Communicator comm = cluster::Communicator::world().duplicate();
+  const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const store::StoreDtype dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model);
+  pic::WarmupOptions wo;
+  wo.junction = junction;
+  if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
+    pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
+    return 0;
+  }
   const model::ModelConfig& cfg = m.model->config();
   const Corpus corpus =
       read_corpus(a.corpus, m.tokenizer, cfg, parse_bad_line_policy(a.on_bad_line));
@@ -53,54 +55,41 @@ int run_warmup(const WarmupArgs& a) {
     std::fprintf(stderr, "warmup: verified %llu entries, %zu damaged (recomputed below)\n",
                  static_cast<unsigned long long>(v.entries_checked), v.damaged.size());
   }
-  const size_t total = corpus.docs.size();
-  int64_t total_tokens = 0;
-  for (const CorpusDoc& d : corpus.docs) total_tokens += static_cast<int64_t>(d.tokens.size());
-  size_t computed = 0, present = 0;
-  int64_t done_tokens = 0, computed_tokens = 0;
-  const auto t0 = Clock::now();
-  auto last_print = t0 - std::chrono::seconds(10);
+  std::vector<std::vector<int32_t>> docs;
+  docs.reserve(corpus.docs.size());
+  for (const CorpusDoc& d : corpus.docs) docs.push_back(d.tokens);
+
+  wo.cost = pic::load_cost_model_or_default(a.store);
   const bool tty = isatty(fileno(stderr));
-  auto progress = [&](bool final) {
-    const auto now = Clock::now();
-    if (!final && now - last_print < std::chrono::milliseconds(500)) return;
-    last_print = now;
-    const double dt = std::chrono::duration<double>(now - t0).count();
-    const double rate = dt > 0 ? computed_tokens / dt : 0;
-    const double eta = rate > 0 ? (total_tokens - done_tokens) / rate : 0;
-    std::fprintf(
-        stderr,
-        "%swarmup: %zu/%zu entries (%zu computed, %zu already stored), %.0f tokens/s, ETA %s%s",
-        tty ? "\r" : "", computed + present, total, computed, present, rate,
-        clock_text(eta).c_str(), tty && !final ? "" : "\n");
+  wo.progress = [tty](const std::string& line, bool final) {
+    std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
+                 tty && !final ? "" : "\n");
     std::fflush(stderr);
   };
-  for (const CorpusDoc& d : corpus.docs) {
-    const int64_t n = static_cast<int64_t>(d.tokens.size());
-    const int w = junction.tokens_for(n);
-    const std::string key = store::entry_key(m.fingerprint, d.tokens, w);
-    if (st.contains(key)) {
-      ++present;
-    } else {
-      const pic::SegmentEntry e = pic::compute_entry(*m.model, d.tokens, w);
-      if (st.put(key, pic::to_store_entry(e)))
-        ++computed;
-      else
-        ++present;  // an earlier line of this corpus had the same tokens
-      computed_tokens += n;
-    }
-    done_tokens += n;
-    progress(false);
+  if (world.size > 1)
+    std::fprintf(stderr,
+                 "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
+                 world.size, world.size - 1, cluster::blas_threads_per_rank(world));
+  const pic::WarmupResult res =
+      pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+
+  // Measured times refine the cost model that plans the next run.
+  if (res.samples.size() >= 3) {
+    cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    fitted.provenance = m.fingerprint + ", " + cfg.layout_string() + ", " + host + ", " +
+                        std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
+    fitted.save(pic::cost_model_path(a.store));
   }
-  progress(true);
-  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double dt = res.seconds;
   const store::StoreStats stats = st.stats();
   st.close();
   std::printf(
       "warmup: %zu entries: %zu computed, %zu already in the store; %lld tokens computed "
       "in %.2f s (%.0f tokens/s)\n",
-      total, computed, present, static_cast<long long>(computed_tokens), dt,
-      dt > 0 ? computed_tokens / dt : 0.0);
+      res.total, res.computed, res.present, static_cast<long long>(res.computed_tokens), dt,
+      dt > 0 ? res.computed_tokens / dt : 0.0);
   std::printf("store %s: %llu entries, %llu tokens, %.1f MiB, %s, junction %s\n", a.store.c_str(),
               static_cast<unsigned long long>(stats.entries),
               static_cast<unsigned long long>(stats.tokens), stats.file_bytes / 1048576.0,
@@ -124,6 +113,9 @@ void add_warmup_command(CLI::App& app) {
   sub->add_option("--on-bad-line", a->on_bad_line, "fail | skip")->capture_default_str();
   sub->add_flag("--repair", a->repair,
                 "verify every stored entry first and recompute damaged ones");
+  sub->add_option("--ranks", a->ranks,
+                  "MPI ranks this job must have (0: whatever the launcher started)")
+      ->capture_default_str();
   sub->add_flag("--sync", a->sync, "fsync after every entry (survives power loss)");
   on_run(sub, [a] { return run_warmup(*a); });
 }

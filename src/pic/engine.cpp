@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 
 #include "pic/compose.hpp"
 #include "store/checksum.hpp"
@@ -196,10 +198,7 @@ void Engine::run_prefix(const Query& q, QueryResult& r) {
   decode(std::move(logits), cache, q.max_new_tokens, r);
 }
 
-Engine::Lookup Engine::lookup(const std::vector<int32_t>& segment, QueryResult& r) {
-  const int64_t n = static_cast<int64_t>(segment.size());
-  const int w = options_.junction.tokens_for(n);
-  const std::string key = store::entry_key(fingerprint_, segment, w);
+Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult& r) {
   Lookup lk;
   const auto t0 = Clock::now();
   if ((lk.entry = entries_.get(key))) {
@@ -221,22 +220,38 @@ Engine::Lookup Engine::lookup(const std::vector<int32_t>& segment, QueryResult& 
     lk.damaged = rr.status == store::EntryStatus::kDamaged;
   }
   r.times.store_read += seconds_since(t0);
+  return lk;
+}
 
-  const auto t1 = Clock::now();
-  SegmentEntry computed = compute_entry(model_, segment, w);
+std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
+                                                      SegmentEntry computed) {
   if (store_ != nullptr) {
     round_to_dtype(computed, store_->dtype());
     if (store_->writable()) store_->put(key, to_store_entry(computed));
   }
   auto e = std::make_shared<const SegmentEntry>(std::move(computed));
   entries_.put(key, e, e->bytes());
-  lk.entry = std::move(e);
+  return e;
+}
+
+Engine::Lookup Engine::lookup(const std::vector<int32_t>& segment, QueryResult& r) {
+  const int64_t n = static_cast<int64_t>(segment.size());
+  const int w = options_.junction.tokens_for(n);
+  const std::string key = store::entry_key(fingerprint_, segment, w);
+  Lookup lk = lookup_cached(key, w, r);
+  if (lk.entry) return lk;
+  const auto t1 = Clock::now();
+  lk.entry = keep_cold(key, compute_entry(model_, segment, w));
   lk.tier = Lookup::kCold;
   r.times.cold_fill += seconds_since(t1);
   return lk;
 }
 
 void Engine::run_pic(const Query& q, QueryResult& r) {
+  if (cold_source_ != nullptr) {
+    run_pic_with_source(q, r);
+    return;
+  }
   const auto t0 = Clock::now();
   const bool addition = options_.mode == Mode::PicAddition;
   model::InferenceCache cache = model_.new_cache();
@@ -270,6 +285,81 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     }
     const auto t2 = Clock::now();
     splice_entry(model_.config(), *lk.entry, start, addition, cache);
+    r.times.composition += seconds_since(t2);
+  }
+  const auto t3 = Clock::now();
+  std::vector<float> logits = final_prefill(q.question, cache, r);
+  r.times.question = seconds_since(t3);
+  r.times.ttft = seconds_since(t0);
+  decode(std::move(logits), cache, q.max_new_tokens, r);
+}
+
+// The same composition as run_pic, but every segment is routed first, so that the cold
+// ones can be computed elsewhere while the hits (and the prefix) are composed here. A
+// segment repeated within the query is computed once; its later copies count as memory hits,
+// as they do in run_pic.
+void Engine::run_pic_with_source(const Query& q, QueryResult& r) {
+  const auto t0 = Clock::now();
+  const bool addition = options_.mode == Mode::PicAddition;
+  const size_t k = q.segments.size();
+  std::vector<Lookup> routed(k);
+  std::vector<std::string> keys(k);
+  std::vector<ColdSegment> cold;
+  std::map<std::string, int64_t> first_cold;  // key -> the segment that computes it
+  std::vector<int64_t> copy_of(k, -1);        // a later copy of a cold segment
+  for (size_t i = 0; i < k; ++i) {
+    const auto& seg = q.segments[i];
+    const int w = options_.junction.tokens_for(static_cast<int64_t>(seg.size()));
+    keys[i] = store::entry_key(fingerprint_, seg, w);
+    const auto dup = first_cold.find(keys[i]);
+    if (dup != first_cold.end()) {
+      copy_of[i] = dup->second;
+      continue;
+    }
+    routed[i] = lookup_cached(keys[i], w, r);
+    if (!routed[i].entry) {
+      first_cold.emplace(keys[i], static_cast<int64_t>(i));
+      cold.push_back({static_cast<int64_t>(i), keys[i], seg, w});
+    }
+  }
+  if (!cold.empty()) cold_source_->begin(cold);
+
+  model::InferenceCache cache = model_.new_cache();
+  if (!q.prefix.empty()) {
+    const auto tp = Clock::now();
+    model_.prefill(q.prefix, cache, model::LogitsMode::None);
+    r.tokens_recomputed += static_cast<int64_t>(q.prefix.size());
+    r.times.prefill = seconds_since(tp);
+  }
+  std::vector<std::shared_ptr<const SegmentEntry>> computed(k);
+  for (size_t i = 0; i < k; ++i) {
+    const auto& seg = q.segments[i];
+    std::shared_ptr<const SegmentEntry> entry;
+    if (copy_of[i] >= 0) {
+      entry = computed[static_cast<size_t>(copy_of[i])];
+      ++r.hits_memory;
+    } else if (routed[i].entry) {
+      entry = routed[i].entry;
+      ++(routed[i].tier == Lookup::kMemory ? r.hits_memory : r.hits_store);
+    } else {
+      const auto t1 = Clock::now();
+      entry = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
+      computed[i] = entry;
+      r.times.cold_fill += seconds_since(t1);
+      ++r.cold;
+      r.cold_tokens += static_cast<int64_t>(seg.size());
+    }
+    if (routed[i].damaged) ++r.damaged;
+    const int64_t start = cache.n_tokens;
+    const int w = entry->junction;
+    if (w > 0) {
+      const auto t1 = Clock::now();
+      model_.prefill(head(seg, w), cache, model::LogitsMode::None);
+      r.tokens_recomputed += w;
+      r.times.junction += seconds_since(t1);
+    }
+    const auto t2 = Clock::now();
+    splice_entry(model_.config(), *entry, start, addition, cache);
     r.times.composition += seconds_since(t2);
   }
   const auto t3 = Clock::now();

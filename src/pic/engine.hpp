@@ -1,8 +1,8 @@
 #pragma once
 // The PIC engine in one process: answers a query [prefix] seg_1 … seg_k [question] in one
 // of the caching modes, with a memory tier in front of the segment store, and reports
-// time to first token by phase. (MPI distribution of cold segments comes later: this
-// class is what rank 0, the combine driver, runs.)
+// time to first token by phase. Under MPI this is what rank 0, the combine driver, runs;
+// its cold segments then come from the workers through a ColdSource (pic/distributed.hpp).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,6 +72,25 @@ struct QueryResult {
                                     // the final norm, when keep_last_hidden
 };
 
+// One segment of a query that is in neither the memory tier nor the store.
+struct ColdSegment {
+  int64_t index = 0;  // position among the query's segments
+  std::string key;
+  std::vector<int32_t> tokens;
+  int junction = 0;  // w
+};
+
+// Where cold entries come from when they are not computed in place: rank 0's view of the
+// workers (pic/distributed.hpp). begin() gets every cold segment of a query before the
+// composition starts; take() is then called in prompt order and blocks until that entry
+// is there. Entries come as compute_entry returns them (f32, not yet rounded to the store).
+class ColdSource {
+ public:
+  virtual ~ColdSource() = default;
+  virtual void begin(const std::vector<ColdSegment>& cold) = 0;
+  virtual SegmentEntry take(int64_t index) = 0;
+};
+
 class Engine {
  public:
   // `store` may be null (no persistence: cold entries stay in the memory tier). When
@@ -80,6 +99,9 @@ class Engine {
          store::SegmentStore* store = nullptr);
 
   QueryResult run(const Query& query);
+
+  // Cold segments then come from `source` (not owned; null: computed in place).
+  void set_cold_source(ColdSource* source) { cold_source_ = source; }
 
   const EngineOptions& options() const { return options_; }
   const std::string& fingerprint() const { return fingerprint_; }
@@ -94,6 +116,11 @@ class Engine {
     bool damaged = false;
   };
   Lookup lookup(const std::vector<int32_t>& segment, QueryResult& r);
+  // The memory tier, then the store; a null entry when the segment is cold.
+  Lookup lookup_cached(const std::string& key, int w, QueryResult& r);
+  // Rounds a freshly computed entry to the store's dtype, writes it back, keeps it in memory.
+  std::shared_ptr<const SegmentEntry> keep_cold(const std::string& key, SegmentEntry computed);
+  void run_pic_with_source(const Query& q, QueryResult& r);
   void run_full(const Query& q, QueryResult& r);
   void run_prefix(const Query& q, QueryResult& r);
   void run_pic(const Query& q, QueryResult& r);
@@ -107,6 +134,7 @@ class Engine {
   std::string fingerprint_;
   EngineOptions options_;
   store::SegmentStore* store_;
+  ColdSource* cold_source_ = nullptr;
   LruCache<SegmentEntry> entries_;
   LruCache<model::InferenceCache> snapshots_;
 };

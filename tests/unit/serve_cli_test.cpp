@@ -267,4 +267,18 @@ TEST_F(ServeCli, KilledWarmupLeavesAVerifiableStoreAndResumes) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
+TEST_F(ServeCli, RanksThatDoNotMatchTheJobAreRefused) {
+  // Run as one process: asking for 2 ranks must fail before any work, naming both sizes.
+  for (const std::string& cmd : {"warmup --corpus " + p("corpus.jsonl") + " --store " + p("r.h5"),
+                                 "serve --queries " + p("queries.jsonl") + " --corpus " +
+                                     p("corpus.jsonl") + " --out " + p("out-ranks")}) {
+    const CliRun r = hypic(cmd + " " + model_arg() + " --ranks 2");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.err.find("asked for 2 ranks (--ranks 2) but MPI_COMM_WORLD has 1"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(p("r.h5")));
+}
+
 }  // namespace

@@ -1,0 +1,282 @@
+#include "pic/distributed.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "cluster/lpt.hpp"
+#include "cluster/progress.hpp"
+#include "common/error.hpp"
+#include "pic/segment_entry.hpp"
+
+namespace hypic::pic {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double now_s() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+int comm_size(MPI_Comm comm) {
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  return n;
+}
+
+// compute_entry timed, as the store arrays a worker sends (or rank 0 puts).
+store::Entry compute_store_entry(model::Model& model, const std::vector<int32_t>& tokens, int w,
+                                 double& seconds) {
+  const auto t0 = Clock::now();
+  store::Entry e = to_store_entry(compute_entry(model, tokens, w));
+  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return e;
+}
+
+// Removes the worker's timing array; returns the seconds it carried (0 when absent).
+double take_compute_seconds(store::Entry& entry) {
+  const auto it = entry.arrays.find(kComputeSecondsArray);
+  if (it == entry.arrays.end()) return 0.0;
+  const double s = it->second.vec().empty() ? 0.0 : it->second.vec()[0];
+  entry.arrays.erase(it);
+  return s;
+}
+
+// Sends the tasks of `schedule` (indices into `tasks`) to workers 1 … m, each worker's list
+// in prompt order.
+void send_tasks(cluster::CommandSender& sender, const cluster::Schedule& schedule,
+                const std::vector<cluster::Task>& tasks) {
+  for (int w = 0; w < schedule.workers(); ++w)
+    for (const int64_t i : schedule.tasks[static_cast<size_t>(w)])
+      sender.send(w + 1, tasks[static_cast<size_t>(i)]);
+  sender.test();
+}
+
+// Waits for entries without spinning: MPI_Waitany busy-polls in Open MPI, and a spinning
+// rank 0 takes a core from a worker when the ranks share the node's cores. Polling every
+// 200 µs also progresses the transfers, and adds at most that much latency.
+std::vector<cluster::ReceivedEntry> wait_entries(cluster::EntryReceiver& receiver) {
+  for (;;) {
+    std::vector<cluster::ReceivedEntry> got = receiver.poll();
+    if (!got.empty()) return got;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// A worker's next command, polled with short sleeps for the same reason: an idle worker
+// must not take the core a busy one (or rank 0) needs.
+cluster::Command next_command(MPI_Comm comm) {
+  for (;;) {
+    if (std::optional<cluster::Command> c = cluster::try_receive_command(comm, 0)) return *c;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace
+
+void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction) {
+  cluster::EntrySender sender(comm, 0);
+  for (;;) {
+    cluster::Command command = next_command(comm);
+    if (std::holds_alternative<cluster::Shutdown>(command)) break;
+    const cluster::Task& task = std::get<cluster::Task>(command);
+    cluster::run_or_report(comm, 0, task, [&] {
+      const int w = junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
+      double seconds = 0;
+      store::Entry e = compute_store_entry(model, task.tokens, w, seconds);
+      e.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
+      sender.send(task.segment, task.key, e);
+    });
+    sender.test();
+  }
+  sender.wait_all();
+}
+
+void shutdown_workers(MPI_Comm comm) {
+  const int n = comm_size(comm);
+  if (n <= 1) return;
+  cluster::CommandSender sender(comm);
+  for (int w = 1; w < n; ++w) sender.send(w, cluster::Shutdown{});
+  sender.wait_all();
+}
+
+WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::string& fingerprint,
+                                 const std::vector<std::vector<int32_t>>& docs,
+                                 store::SegmentStore* store, const WarmupOptions& options) {
+  WarmupResult res;
+  if (comm_rank(comm) != 0) {
+    run_worker(comm, model, options.junction);
+    return res;
+  }
+  require(store != nullptr && store->writable(), "warm-up needs a writable store on rank 0");
+  const auto t0 = Clock::now();
+  res.total = docs.size();
+
+  // Route: the entries to compute, each key once, in corpus order.
+  std::vector<cluster::Task> tasks;
+  std::map<std::string, bool> planned;
+  int64_t missing_tokens = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const int w = options.junction.tokens_for(static_cast<int64_t>(docs[i].size()));
+    std::string key = store::entry_key(fingerprint, docs[i], w);
+    if (store->contains(key) || !planned.emplace(key, true).second) continue;
+    missing_tokens += static_cast<int64_t>(docs[i].size());
+    tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i]});
+  }
+  res.present = docs.size() - tasks.size();
+
+  cluster::Progress progress(static_cast<int64_t>(tasks.size()), missing_tokens, now_s());
+  auto report = [&](bool final) {
+    const double t = now_s();
+    if (!options.progress || !progress.due(t, options.progress_interval_s)) return;
+    options.progress(std::to_string(res.present + res.computed) + "/" + std::to_string(res.total) +
+                         " entries (" + std::to_string(res.present) + " already stored); " +
+                         progress.line(t),
+                     final);
+  };
+  auto put = [&](const std::string& key, store::Entry&& e, int64_t tokens, double seconds) {
+    store->put(key, e);
+    ++res.computed;
+    res.computed_tokens += tokens;
+    res.samples.push_back({tokens, seconds});
+    progress.add(1, tokens);
+    report(res.computed == tasks.size());
+  };
+
+  const int workers = comm_size(comm) - 1;
+  if (workers == 0) {
+    for (const cluster::Task& t : tasks) {
+      const int w = options.junction.tokens_for(static_cast<int64_t>(t.tokens.size()));
+      double seconds = 0;
+      store::Entry e = compute_store_entry(model, t.tokens, w, seconds);
+      put(t.key, std::move(e), static_cast<int64_t>(t.tokens.size()), seconds);
+    }
+  } else {
+    std::vector<int64_t> lengths;
+    lengths.reserve(tasks.size());
+    for (const cluster::Task& t : tasks) lengths.push_back(static_cast<int64_t>(t.tokens.size()));
+    const cluster::Schedule plan = cluster::schedule_lpt(options.cost.predict(lengths), workers);
+    cluster::EntryReceiver receiver(comm);
+    cluster::CommandSender sender(comm);
+    send_tasks(sender, plan, tasks);
+    for (int w = 1; w <= workers; ++w) sender.send(w, cluster::Shutdown{});
+    // segment (corpus line) -> its task, to check what arrives
+    std::map<int64_t, size_t> task_of;
+    for (size_t i = 0; i < tasks.size(); ++i) task_of.emplace(tasks[i].segment, i);
+    while (res.computed < tasks.size()) {
+      for (cluster::ReceivedEntry& got : wait_entries(receiver)) {
+        const auto it = task_of.find(got.segment);
+        require(it != task_of.end() && tasks[it->second].key == got.key,
+                "rank " + std::to_string(got.source) + " sent an entry for segment " +
+                    std::to_string(got.segment) + " that was not asked for");
+        task_of.erase(it);
+        const double seconds = take_compute_seconds(got.entry);
+        const int64_t tokens = got.entry.n_tokens;
+        put(got.key, std::move(got.entry), tokens, seconds);
+      }
+      sender.test();
+    }
+    sender.wait_all();
+  }
+  report(true);
+  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return res;
+}
+
+// ---- serve -------------------------------------------------------------------------------
+
+struct RemoteColdSource::State {
+  MPI_Comm comm;
+  model::Model& model;
+  cluster::CostModel cost;
+  int workers = 0;
+  int use_workers = 0;
+  cluster::Policy policy = cluster::Policy::kLpt;
+  std::unique_ptr<cluster::EntryReceiver> receiver;
+  std::unique_ptr<cluster::CommandSender> sender;
+  std::unique_ptr<cluster::PromptOrderBuffer> order;
+  std::map<int64_t, ColdSegment> pending;  // index -> the segment, until taken
+
+  State(MPI_Comm c, model::Model& m, cluster::CostModel cm) : comm(c), model(m), cost(cm) {}
+};
+
+RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost)
+    : s_(std::make_unique<State>(comm, model, cost)) {
+  s_->workers = comm_size(comm) - 1;
+  s_->use_workers = s_->workers;
+  if (s_->workers > 0) {
+    s_->receiver = std::make_unique<cluster::EntryReceiver>(comm);
+    s_->sender = std::make_unique<cluster::CommandSender>(comm);
+  }
+}
+
+RemoteColdSource::~RemoteColdSource() = default;
+
+void RemoteColdSource::set_plan(cluster::Policy policy, int workers) {
+  require(workers >= 1, "cold source: at least one worker");
+  s_->policy = policy;
+  s_->use_workers = std::min(workers, s_->workers);
+}
+
+void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
+  require(s_->pending.empty(), "cold source: the previous query's entries were not all taken");
+  std::vector<int64_t> order;
+  for (const ColdSegment& c : cold) {
+    order.push_back(c.index);
+    s_->pending.emplace(c.index, c);
+  }
+  if (s_->workers == 0) return;  // computed in take()
+  s_->order = std::make_unique<cluster::PromptOrderBuffer>(order);
+  std::vector<double> costs;
+  std::vector<cluster::Task> tasks;
+  for (const ColdSegment& c : cold) {
+    costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
+    tasks.push_back({c.index, c.key, c.tokens});
+  }
+  send_tasks(*s_->sender, cluster::make_schedule(s_->policy, costs, s_->use_workers), tasks);
+}
+
+SegmentEntry RemoteColdSource::take(int64_t index) {
+  const auto it = s_->pending.find(index);
+  require(it != s_->pending.end(),
+          "cold source: segment " + std::to_string(index) + " was not announced");
+  const ColdSegment seg = std::move(it->second);
+  s_->pending.erase(it);
+  if (s_->workers == 0) {
+    const auto t0 = Clock::now();
+    SegmentEntry e = compute_entry(s_->model, seg.tokens, seg.junction);
+    samples_.push_back({static_cast<int64_t>(seg.tokens.size()),
+                        std::chrono::duration<double>(Clock::now() - t0).count()});
+    return e;
+  }
+  while (!s_->order->next_ready()) {
+    for (cluster::ReceivedEntry& got : wait_entries(*s_->receiver)) s_->order->put(std::move(got));
+    s_->sender->test();
+  }
+  cluster::ReceivedEntry got = s_->order->pop_next();
+  require(got.segment == index && got.key == seg.key,
+          "cold source: rank " + std::to_string(got.source) + " sent segment " +
+              std::to_string(got.segment) + " where segment " + std::to_string(index) + " was due");
+  samples_.push_back({got.entry.n_tokens, take_compute_seconds(got.entry)});
+  return from_store_entry(std::move(got.entry), s_->model.config(), seg.junction);
+}
+
+std::string cost_model_path(const std::string& store_path) {
+  return store_path + ".cost-model.json";
+}
+
+cluster::CostModel load_cost_model_or_default(const std::string& store_path) {
+  const std::string path = cost_model_path(store_path);
+  if (std::filesystem::exists(path)) return cluster::CostModel::load(path);
+  return cluster::CostModel(0.0, 1.0, 0.0);
+}
+
+}  // namespace hypic::pic

@@ -1,0 +1,85 @@
+#pragma once
+// Segment entries computed across MPI ranks (docs/cluster.md, "Wiring warm-up and serve").
+// Rank 0 plans and is the only rank that touches the store; ranks 1 … N−1 are workers that
+// compute entries with the same compute_entry as one process and send each one back as soon
+// as it is done. With one rank, rank 0 computes everything itself.
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/cost_model.hpp"
+#include "cluster/lpt.hpp"
+#include "cluster/messages.hpp"
+#include "pic/engine.hpp"
+#include "pic/junction.hpp"
+#include "store/segment_store.hpp"
+
+namespace hypic::pic {
+
+// The reserved array a worker adds to each entry it sends: its compute time in seconds (one
+// float). Rank 0 removes it before the entry is used or stored.
+inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
+
+// A worker's loop: computes every Task from rank 0 (junction window from `junction`), sends
+// the entry back non-blocking, and returns at Shutdown. A task that throws is reported to
+// rank 0 (run_or_report), which ends the job naming this rank and the segment.
+void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction);
+
+// Tells every worker to stop (rank 0; nothing to do with one rank).
+void shutdown_workers(MPI_Comm comm);
+
+struct WarmupOptions {
+  JunctionSpec junction;
+  cluster::CostModel cost;  // plans the split (LPT); only the ratios matter
+  double progress_interval_s = 0.5;
+  // Rank 0: called with a progress line (at most once per interval, and at the end).
+  std::function<void(const std::string& line, bool final)> progress;
+};
+
+struct WarmupResult {  // filled on rank 0
+  size_t total = 0;    // documents
+  size_t computed = 0;
+  size_t present = 0;  // already in the store (or repeated in the corpus)
+  int64_t computed_tokens = 0;
+  double seconds = 0;
+  std::vector<cluster::CostSample> samples;  // measured compute time per computed entry
+};
+
+// Collective over `comm`. On rank 0, `docs` are the corpus's token lists and `store` the
+// open, writable store; on workers both are ignored (run_worker runs until rank 0 is done).
+// Entries already in the store are skipped; each new entry is put as it arrives.
+WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::string& fingerprint,
+                                 const std::vector<std::vector<int32_t>>& docs,
+                                 store::SegmentStore* store, const WarmupOptions& options);
+
+// Rank 0's cold source for Engine: scatters a query's cold segments over the workers with
+// LPT and hands entries back in prompt order as they arrive. With one rank it computes them
+// in place (the same compute_entry, so the results do not depend on the number of ranks).
+class RemoteColdSource : public ColdSource {
+ public:
+  RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost);
+  ~RemoteColdSource() override;
+  void begin(const std::vector<ColdSegment>& cold) override;
+  SegmentEntry take(int64_t index) override;
+  // Plans the next queries with `policy` over the first `workers` workers (default: LPT over
+  // all of them). For benchmarks; workers is capped at the ranks there are.
+  void set_plan(cluster::Policy policy, int workers);
+  // Measured compute times of every entry taken so far.
+  const std::vector<cluster::CostSample>& samples() const { return samples_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+  std::vector<cluster::CostSample> samples_;
+};
+
+// The cost-model file kept next to a store: STORE.cost-model.json.
+std::string cost_model_path(const std::string& store_path);
+// The saved model when there is one, else t(n) = n (planning by token count until measured).
+cluster::CostModel load_cost_model_or_default(const std::string& store_path);
+
+}  // namespace hypic::pic

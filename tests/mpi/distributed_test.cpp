@@ -1,0 +1,153 @@
+// Warm-up and serving across ranks give what one process gives: the same store entries
+// (bit for bit in f32) and the same answers and first-token logits, at any number of ranks.
+// Rank 0 runs the one-process reference itself, inside the test.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../unit/pic_test_util.hpp"
+#include "cluster/world.hpp"
+#include "pic/distributed.hpp"
+#include "pic/engine.hpp"
+#include "store/segment_store.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using hypic::cluster::Communicator;
+using hypic::pic::Engine;
+using hypic::store::SegmentStore;
+
+// A folder private to this run; only rank 0 uses it.
+fs::path scratch(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hypic-dist-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+SegmentStore new_store(const fs::path& path, const std::string& fp, hypic::store::StoreDtype dt) {
+  hypic::store::StoreOptions o;
+  o.model_fingerprint = fp;
+  o.junction = 4;
+  o.dtype = dt;
+  return SegmentStore::create(path.string(), o);
+}
+
+// Skewed lengths, and one document repeated.
+std::vector<std::vector<int32_t>> corpus(int vocab) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> docs;
+  for (int n : {90, 12, 40, 7, 64, 25, 18, 33})
+    docs.push_back(pic_test::random_tokens(rng, n, vocab));
+  docs.push_back(docs[2]);
+  return docs;
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b,
+                      const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
+  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  const std::string fp = "test-fingerprint";
+  const auto docs = corpus(model.config().vocab_size);
+  hypic::pic::WarmupOptions opt;
+  opt.junction.width = 4;
+  opt.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  const Communicator comm = Communicator::world().duplicate();
+  if (comm.rank() != 0) {
+    hypic::pic::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, opt);
+    return;
+  }
+  const fs::path dir = scratch("warmup");
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kF32);
+  const auto r1 = hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, docs, &one, opt);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kF32);
+  // Half the corpus is there already: those entries are skipped, the rest computed.
+  const std::vector<std::vector<int32_t>> half(docs.begin(), docs.begin() + 4);
+  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, half, &many, opt);
+  const auto rn = hypic::pic::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
+  EXPECT_EQ(r1.computed, 8u);
+  EXPECT_EQ(r1.present, 1u);  // the repeated document
+  EXPECT_EQ(rn.computed, 4u);
+  EXPECT_EQ(rn.present, 5u);
+  EXPECT_EQ(rn.samples.size(), 4u);
+
+  auto keys1 = one.keys(), keysn = many.keys();
+  std::sort(keys1.begin(), keys1.end());
+  std::sort(keysn.begin(), keysn.end());
+  ASSERT_EQ(keys1, keysn);
+  for (const std::string& k : keys1) {
+    const auto a = one.get(k), b = many.get(k);
+    ASSERT_TRUE(a && b) << k;
+    EXPECT_EQ(a->n_tokens, b->n_tokens);
+    ASSERT_EQ(a->arrays.size(), b->arrays.size()) << k;
+    for (const auto& [name, t] : a->arrays) {
+      ASSERT_TRUE(b->arrays.count(name)) << name;
+      expect_same_bits(t.vec(), b->arrays.at(name).vec(), k + " " + name);
+    }
+  }
+  one.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
+TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
+  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  const std::string fp = "test-fingerprint";
+  hypic::pic::EngineOptions eo;
+  eo.mode = hypic::pic::Mode::Pic;
+  eo.junction.width = 4;
+  eo.keep_first_logits = true;
+  const Communicator comm = Communicator::world().duplicate();
+  if (comm.rank() != 0) {
+    hypic::pic::run_worker(comm.get(), model, eo.junction);
+    return;
+  }
+  const int vocab = model.config().vocab_size;
+  const auto docs = corpus(vocab);
+  std::mt19937 rng(3);
+  std::vector<hypic::pic::Query> queries;
+  for (int q = 0; q < 3; ++q) {
+    hypic::pic::Query query;
+    query.id = "q" + std::to_string(q);
+    if (q == 1) query.prefix = pic_test::random_tokens(rng, 5, vocab);
+    for (int s = 0; s < 4; ++s)
+      query.segments.push_back(docs[static_cast<size_t>((q * 3 + s) % 9)]);
+    query.question = pic_test::random_tokens(rng, 6, vocab);
+    query.max_new_tokens = 4;
+    queries.push_back(query);
+  }
+  const fs::path dir = scratch("serve");
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kBF16);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
+  Engine reference(model, fp, eo, &one);
+  Engine spread(model, fp, eo, &many);
+  hypic::pic::RemoteColdSource cold(comm.get(), model, hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  spread.set_cold_source(&cold);
+  for (const auto& query : queries) {
+    const auto a = reference.run(query);
+    const auto b = spread.run(query);
+    EXPECT_EQ(a.answer, b.answer) << query.id;
+    expect_same_bits(a.first_logits, b.first_logits, query.id);
+    EXPECT_EQ(a.cold, b.cold) << query.id;
+    EXPECT_EQ(a.hits_memory + a.hits_store, b.hits_memory + b.hits_store) << query.id;
+  }
+  EXPECT_EQ(one.size(), many.size());
+  hypic::pic::shutdown_workers(comm.get());
+  one.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
+}  // namespace
