@@ -2,6 +2,7 @@
 // model: documents from typed text, a file and a folder, list, ask over all and chosen
 // documents, a mode switch, and the cache statistics printed with every answer.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,20 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct CliRun {
-  int code;
-  std::string out, err;
-};
+using cli_test::CliRun;
+using cli_test::slurp;
 
 class ChatCli : public ::testing::Test {
  protected:
@@ -48,12 +42,9 @@ class ChatCli : public ::testing::Test {
 
   static CliRun chat(const std::string& args, const std::string& script) {
     std::ofstream(dir_ / "script.txt") << script;
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cat " + (dir_ / "script.txt").string() + " | " + HYPIC_BINARY +
-                            " chat --model " + (dir_ / "model").string() + " " + args + " > " +
-                            out.string() + " 2> " + err.string();
-    const int status = std::system(cmd.c_str());
-    return {status, slurp(out), slurp(err)};
+    return cli_test::run_shell(dir_, "cat " + (dir_ / "script.txt").string() + " | " +
+                                         HYPIC_BINARY + " chat --model " +
+                                         (dir_ / "model").string() + " " + args);
   }
 
   static std::vector<std::string> lines_starting(const std::string& text, const std::string& head) {

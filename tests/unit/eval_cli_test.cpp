@@ -2,6 +2,7 @@
 // mode over the HotpotQA fixture, the output files and table, cache hits after the warm-up,
 // and one-line errors for an unknown dataset and a malformed file.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,21 +13,14 @@
 #include <sstream>
 #include <string>
 
+#include "cli_test_util.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct CliRun {
-  int code;
-  std::string out, err;
-};
+using cli_test::CliRun;
+using cli_test::slurp;
 
 class EvalCli : public ::testing::Test {
  protected:
@@ -42,22 +36,13 @@ class EvalCli : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static CliRun hypic(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd =
-        std::string(HYPIC_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-    const int status = std::system(cmd.c_str());
-    return {status, slurp(out), slurp(err)};
-  }
+  static CliRun hypic(const std::string& args) { return cli_test::run_hypic(dir_, args); }
   static std::string base_args(const std::string& dataset, const std::string& input) {
     return "eval --model " + (dir_ / "model").string() + " --dataset " + dataset + " --input " +
            input + " --templates " HYPIC_TEST_DATA_DIR "/../../inputs/datasets/templates.json";
   }
   static void expect_one_line_error(const CliRun& r, const std::string& needle) {
-    EXPECT_NE(r.code, 0);
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    EXPECT_EQ(r.err.rfind("hypic: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    cli_test::expect_one_line_error(r, needle);
   }
 };
 fs::path EvalCli::dir_;

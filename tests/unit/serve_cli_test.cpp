@@ -2,6 +2,7 @@
 // every mode end to end, bad input (one clear line, exit ≠ 0, store untouched), and crash
 // safety of a warm-up killed with SIGKILL.
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,21 +18,14 @@
 #include <string>
 #include <thread>
 
+#include "cli_test_util.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct CliRun {
-  int code;
-  std::string out, err;
-};
+using cli_test::CliRun;
+using cli_test::slurp;
 
 class ServeCli : public ::testing::Test {
  protected:
@@ -71,21 +65,12 @@ class ServeCli : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static CliRun hypic(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd =
-        std::string(HYPIC_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-    const int status = std::system(cmd.c_str());
-    return {status, slurp(out), slurp(err)};
-  }
+  static CliRun hypic(const std::string& args) { return cli_test::run_hypic(dir_, args); }
   static std::string model_arg() { return "--model " + model_.string(); }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
 
   static void expect_one_line_error(const CliRun& r, const std::string& needle) {
-    EXPECT_NE(r.code, 0);
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    EXPECT_EQ(r.err.rfind("hypic: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    cli_test::expect_one_line_error(r, needle);
   }
   static void write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
