@@ -9,7 +9,8 @@
 namespace hypic::kernels::cuda {
 
 inline void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
 }
 inline void check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)

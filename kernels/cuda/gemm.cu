@@ -14,8 +14,8 @@ cublasHandle_t handle() {
 }
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc) {
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
+          int ldb, float* c, int ldc) {
   const float one = 1.0f, zero = 0.0f;
   check(cublasSgemm(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b, ldb, a, lda, &zero, c,

@@ -11,13 +11,19 @@ namespace {
 }
 }  // namespace
 
-DeviceInfo cuda_device_info() { return {false, 0, "not compiled with CUDA"}; }
+DeviceInfo cuda_device_info() {
+  return {false, 0, "not compiled with CUDA"};
+}
 
 namespace cuda {
 void gemm(bool, bool, int, int, int, const float*, int, const float*, int, float*, int) {
   not_compiled();
 }
-void rms_norm_zero_centred(const float*, const float*, float*, int, int, float) { not_compiled(); }
-std::string self_check(float) { not_compiled(); }
+void rms_norm_zero_centred(const float*, const float*, float*, int, int, float) {
+  not_compiled();
+}
+std::string self_check(float) {
+  not_compiled();
+}
 }  // namespace cuda
 }  // namespace hypic::kernels

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #if defined(HYPIC_BLAS_BLIS)
-#include <cblas.h>
 #include <blis.h>
+#include <cblas.h>
 #else
 #include <cblas.h>
 #endif
@@ -62,7 +62,8 @@ BlasInfo blas_info() {
   info.threads = openblas_get_num_threads();
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE")) {
     info.note = std::string("kernel set by OPENBLAS_CORETYPE=") + forced;
-    if (const char* why = std::getenv("HYPIC_BLAS_REEXEC")) info.note += std::string(" (") + why + ")";
+    if (const char* why = std::getenv("HYPIC_BLAS_REEXEC"))
+      info.note += std::string(" (") + why + ")";
   }
 #elif defined(HYPIC_BLAS_BLIS)
   info.library = std::string("BLIS ") + bli_info_get_version_str();

@@ -18,39 +18,38 @@ inline float inv_rms(const float* row, int cols, float eps) {
 
 void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, int cols,
                            float eps) {
-  Kokkos::parallel_for(
-      "rms_norm_zero_centred", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
-        const float* xr = x + static_cast<size_t>(r) * cols;
-        float* yr = y + static_cast<size_t>(r) * cols;
-        const float s = inv_rms(xr, cols, eps);
-        for (int c = 0; c < cols; ++c) yr[c] = xr[c] * s * (1.0f + w[c]);
-      });
+  Kokkos::parallel_for("rms_norm_zero_centred", Kokkos::RangePolicy<HostExec>(0, rows),
+                       [=](const int r) {
+                         const float* xr = x + static_cast<size_t>(r) * cols;
+                         float* yr = y + static_cast<size_t>(r) * cols;
+                         const float s = inv_rms(xr, cols, eps);
+                         for (int c = 0; c < cols; ++c) yr[c] = xr[c] * s * (1.0f + w[c]);
+                       });
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                     float eps) {
-  Kokkos::parallel_for(
-      "gated_rms_norm", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
-        const float* xr = x + static_cast<size_t>(r) * cols;
-        const float* zr = z + static_cast<size_t>(r) * cols;
-        float* yr = y + static_cast<size_t>(r) * cols;
-        const float s = inv_rms(xr, cols, eps);
-        for (int c = 0; c < cols; ++c) {
-          const float gate = zr[c] / (1.0f + std::exp(-zr[c]));
-          yr[c] = w[c] * (xr[c] * s) * gate;
-        }
-      });
+  Kokkos::parallel_for("gated_rms_norm", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+    const float* xr = x + static_cast<size_t>(r) * cols;
+    const float* zr = z + static_cast<size_t>(r) * cols;
+    float* yr = y + static_cast<size_t>(r) * cols;
+    const float s = inv_rms(xr, cols, eps);
+    for (int c = 0; c < cols; ++c) {
+      const float gate = zr[c] / (1.0f + std::exp(-zr[c]));
+      yr[c] = w[c] * (xr[c] * s) * gate;
+    }
+  });
 }
 
 void l2_normalize_rows(float* x, int rows, int cols, float eps, float scale) {
-  Kokkos::parallel_for(
-      "l2_normalize_rows", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
-        float* xr = x + static_cast<size_t>(r) * cols;
-        float ss = 0.0f;
-        for (int c = 0; c < cols; ++c) ss += xr[c] * xr[c];
-        const float s = scale / std::sqrt(ss + eps);
-        for (int c = 0; c < cols; ++c) xr[c] *= s;
-      });
+  Kokkos::parallel_for("l2_normalize_rows", Kokkos::RangePolicy<HostExec>(0, rows),
+                       [=](const int r) {
+                         float* xr = x + static_cast<size_t>(r) * cols;
+                         float ss = 0.0f;
+                         for (int c = 0; c < cols; ++c) ss += xr[c] * xr[c];
+                         const float s = scale / std::sqrt(ss + eps);
+                         for (int c = 0; c < cols; ++c) xr[c] *= s;
+                       });
 }
 
 }  // namespace hypic::kernels

@@ -20,7 +20,9 @@ int run_parsed(const CLI::App& app) {
 }
 }  // namespace
 
-void on_run(CLI::App* sub, std::function<int()> run) { runners()[sub] = std::move(run); }
+void on_run(CLI::App* sub, std::function<int()> run) {
+  runners()[sub] = std::move(run);
+}
 
 void register_commands(CLI::App& app) {
   add_info_command(app);
@@ -35,6 +37,8 @@ void register_commands(CLI::App& app) {
   add_chat_command(app);
 }
 
-int run_selected(CLI::App& app) { return run_parsed(app); }
+int run_selected(CLI::App& app) {
+  return run_parsed(app);
+}
 
 }  // namespace hypic::app

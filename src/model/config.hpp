@@ -53,7 +53,7 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
 
   // Derived quantities.
-  int rotary_dim() const;        // head_dim * partial_rotary_factor (even)
+  int rotary_dim() const;  // head_dim * partial_rotary_factor (even)
   int linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
   int linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
   int linear_conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }

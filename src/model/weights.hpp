@@ -41,10 +41,10 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  Tensor router;                   // [E, hidden]
-  std::vector<MlpWeights> experts; // E experts of width moe_intermediate_size
-  MlpWeights shared_expert;        // width shared_expert_intermediate_size
-  Tensor shared_expert_gate;       // [1, hidden]
+  Tensor router;                    // [E, hidden]
+  std::vector<MlpWeights> experts;  // E experts of width moe_intermediate_size
+  MlpWeights shared_expert;         // width shared_expert_intermediate_size
+  Tensor shared_expert_gate;        // [1, hidden]
 };
 
 struct LayerWeights {
@@ -54,12 +54,12 @@ struct LayerWeights {
   GdnWeights linear;      // when kind == Linear
   AttentionWeights attn;  // when kind == FullAttention
   bool is_moe = false;
-  MlpWeights mlp;         // when !is_moe
-  MoeWeights moe;         // when is_moe
+  MlpWeights mlp;  // when !is_moe
+  MoeWeights moe;  // when is_moe
 };
 
 struct ModelWeights {
-  Tensor embed;       // [V, hidden]
+  Tensor embed;  // [V, hidden]
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // [hidden] zero-centred
   Tensor lm_head;     // [V, hidden]; empty when tie_word_embeddings (then embed is used)

@@ -146,7 +146,9 @@ TEST(Checkpoint, LoadsGoldenFolders) {
 }
 
 TEST(Checkpoint, ShardedFullLayoutEqualsSingleFile) {
-  if (!golden("qwen3_5") || !golden("qwen3_5_sharded")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_5") || !golden("qwen3_5_sharded"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   const LoadedModel single = load_checkpoint(kGolden + "/qwen3_5");
   const LoadedModel sharded = load_checkpoint(kGolden + "/qwen3_5_sharded");
   EXPECT_FALSE(single.sharded);
@@ -158,7 +160,9 @@ TEST(Checkpoint, ShardedFullLayoutEqualsSingleFile) {
 }
 
 TEST(Checkpoint, DisagreeingTieFlagsAreSettledByTheCheckpoint) {
-  if (!golden("qwen3_5_sharded")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_5_sharded"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   const std::string d = tmp.sub("m");
   fs::copy(kGolden + "/qwen3_5_sharded", d, fs::copy_options::recursive);
@@ -171,7 +175,9 @@ TEST(Checkpoint, DisagreeingTieFlagsAreSettledByTheCheckpoint) {
 }
 
 TEST(Checkpoint, Bf16CheckpointHoldsTheRoundedWeights) {
-  if (!golden("qwen3_5") || !golden("qwen3_5_bf16")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_5") || !golden("qwen3_5_bf16"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   const LoadedModel f32 = load_checkpoint(kGolden + "/qwen3_5");
   const LoadedModel bf = load_checkpoint(kGolden + "/qwen3_5_bf16");
   expect_same_weights(f32.weights, bf.weights, [](float x) { return bf16_to_f32(f32_to_bf16(x)); });
@@ -181,7 +187,9 @@ TEST(Checkpoint, Bf16CheckpointHoldsTheRoundedWeights) {
 // (fix_query_key_value_ordering), written out independently here: per key head g the
 // qkvz rows are [q (dk) | k (dk) | v (G·dv) | z (G·dv)] and the ba rows [b (G) | a (G)].
 TEST(Checkpoint, Qwen3NextGroupedProjectionsBecomeFlat) {
-  if (!golden("qwen3_next")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_next"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   const std::string dir = kGolden + "/qwen3_next";
   const LoadedModel m = load_checkpoint(dir);
   const ModelConfig& c = m.config;
@@ -221,7 +229,9 @@ TEST(Checkpoint, Qwen3NextGroupedProjectionsBecomeFlat) {
 // Errors
 
 TEST(Checkpoint, MissingTensorIsNamed) {
-  if (!golden("qwen3_next")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_next"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   const std::string name = "model.layers.2.linear_attn.A_log";
   rewrite("qwen3_next", tmp.sub("m"), [&](auto& t) { t.erase(name); });
@@ -232,7 +242,9 @@ TEST(Checkpoint, MissingTensorIsNamed) {
 }
 
 TEST(Checkpoint, WrongShapeNamesTensorShapesAndFile) {
-  if (!golden("qwen3_5")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_5"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   const std::string name = "model.language_model.layers.1.linear_attn.in_proj_z.weight";
   std::string expected;
@@ -250,7 +262,9 @@ TEST(Checkpoint, WrongShapeNamesTensorShapesAndFile) {
 }
 
 TEST(Checkpoint, UnexpectedTensorIsRefusedButKnownPrefixesAreSkipped) {
-  if (!golden("qwen3_next")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_next"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   rewrite("qwen3_next", tmp.sub("extra"),
           [](auto& t) { t["model.layers.0.linear_attn.extra.weight"] = Tensor({2}); });
@@ -264,7 +278,9 @@ TEST(Checkpoint, UnexpectedTensorIsRefusedButKnownPrefixesAreSkipped) {
 }
 
 TEST(Checkpoint, FusedExpertStacksAreAccepted) {
-  if (!golden("qwen3_next")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_next"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   const LoadedModel ref = load_checkpoint(kGolden + "/qwen3_next");
   TempDir tmp;
   rewrite("qwen3_next", tmp.sub("m"), [&](auto& t) {
@@ -292,7 +308,9 @@ TEST(Checkpoint, FusedExpertStacksAreAccepted) {
 }
 
 TEST(Checkpoint, TruncatedFileNamesFileAndTensor) {
-  if (!golden("qwen3_5")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_5"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   const std::string d = tmp.sub("m");
   fs::create_directories(d);
@@ -344,7 +362,9 @@ TEST(Checkpoint, SaveThenLoadGivesIdenticalWeights) {
 TEST(Checkpoint, GoldenSurvivesSaveAndLoad) {
   // transformers' own weights through hypic's writer and back: the permutation for
   // qwen3_next is inverted exactly, and the file matches the original tensor by tensor.
-  if (!golden("qwen3_next")) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!golden("qwen3_next"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   TempDir tmp;
   const LoadedModel a = load_checkpoint(kGolden + "/qwen3_next");
   save_checkpoint(tmp.sub("m"), a.config, a.weights, DType::F32);

@@ -92,7 +92,9 @@ TEST(Config, ParsesGoldenQwen3Next) {
 TEST(Config, Qwen3_5FlatAndNestedAgree) {
   const std::string flat = kGolden + "/qwen3_5/config.json";
   const std::string nested = kGolden + "/qwen3_5_sharded/config.json";
-  if (!fs::exists(flat) || !fs::exists(nested)) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!fs::exists(flat) || !fs::exists(nested))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   const ModelConfig a = ModelConfig::from_json(read_json(flat));
   const ModelConfig b = ModelConfig::from_json(read_json(nested));
   EXPECT_EQ(a.arch, Arch::Qwen3_5);
@@ -146,7 +148,9 @@ TEST(Config, MissingRequiredFieldIsNamed) {
 
 TEST(Config, MissingFieldInTextConfigIsNamedWithItsPath) {
   const std::string nested = kGolden + "/qwen3_5_sharded/config.json";
-  if (!fs::exists(nested)) FAIL() << "golden data missing (tests/data/golden is committed; regenerate with scripts/make_golden.py)";
+  if (!fs::exists(nested))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
   json j = read_json(nested);
   j["text_config"].erase("num_hidden_layers");
   expect_error(j, {"text_config.num_hidden_layers"});
