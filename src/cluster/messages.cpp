@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cluster/world.hpp"
 #include "store/checksum.hpp"
 
 namespace hypic::cluster {
@@ -32,14 +33,6 @@ struct WireHeader {
   uint32_t reserved = 0;
 };
 static_assert(sizeof(WireHeader) == 40 && std::is_trivially_copyable_v<WireHeader>);
-
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw Error(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
-}
 
 class Writer {
  public:

@@ -16,14 +16,6 @@ namespace hypic::cluster {
 
 namespace {
 
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw Error(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
-}
-
 bool mpi_active() {
   int initialized = 0;
   int finalized = 0;
@@ -209,6 +201,14 @@ void check_world_size(int expected) {
   int size = 0;
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
   check_world_size(expected, size);
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
 }
 
 }  // namespace hypic::cluster

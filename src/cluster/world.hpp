@@ -94,4 +94,7 @@ void check_world_size(int expected, int mpi_size, const EnvLookup& env = process
 // The same for MPI_COMM_WORLD.
 void check_world_size(int expected);
 
+// Throws hypic::Error "<what> failed: <MPI's reason>" unless rc is MPI_SUCCESS.
+void check_mpi(int rc, const char* what);
+
 }  // namespace hypic::cluster

@@ -223,6 +223,21 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
   return lk;
 }
 
+void Engine::place_segment(const std::vector<int32_t>& seg, const SegmentEntry& entry,
+                           bool addition, model::InferenceCache& cache, QueryResult& r) {
+  const int64_t start = cache.n_tokens;
+  const int w = entry.junction;
+  if (w > 0) {
+    const auto t1 = Clock::now();
+    model_.prefill(head(seg, w), cache, model::LogitsMode::None);
+    r.tokens_recomputed += w;
+    r.times.junction += seconds_since(t1);
+  }
+  const auto t2 = Clock::now();
+  splice_entry(model_.config(), entry, start, addition, cache);
+  r.times.composition += seconds_since(t2);
+}
+
 std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
@@ -275,17 +290,7 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
         break;
     }
     if (lk.damaged) ++r.damaged;
-    const int64_t start = cache.n_tokens;
-    const int w = lk.entry->junction;
-    if (w > 0) {
-      const auto t1 = Clock::now();
-      model_.prefill(head(seg, w), cache, model::LogitsMode::None);
-      r.tokens_recomputed += w;
-      r.times.junction += seconds_since(t1);
-    }
-    const auto t2 = Clock::now();
-    splice_entry(model_.config(), *lk.entry, start, addition, cache);
-    r.times.composition += seconds_since(t2);
+    place_segment(seg, *lk.entry, addition, cache, r);
   }
   const auto t3 = Clock::now();
   std::vector<float> logits = final_prefill(q.question, cache, r);
@@ -350,17 +355,7 @@ void Engine::run_pic_with_source(const Query& q, QueryResult& r) {
       r.cold_tokens += static_cast<int64_t>(seg.size());
     }
     if (routed[i].damaged) ++r.damaged;
-    const int64_t start = cache.n_tokens;
-    const int w = entry->junction;
-    if (w > 0) {
-      const auto t1 = Clock::now();
-      model_.prefill(head(seg, w), cache, model::LogitsMode::None);
-      r.tokens_recomputed += w;
-      r.times.junction += seconds_since(t1);
-    }
-    const auto t2 = Clock::now();
-    splice_entry(model_.config(), *entry, start, addition, cache);
-    r.times.composition += seconds_since(t2);
+    place_segment(seg, *entry, addition, cache, r);
   }
   const auto t3 = Clock::now();
   std::vector<float> logits = final_prefill(q.question, cache, r);

@@ -21,33 +21,16 @@
 #include "model/presets.hpp"
 #include "model/safetensors.hpp"
 
+#include "temp_path.hpp"
+
 namespace {
+using test_util::read_bytes;
+using test_util::TempDir;
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using namespace hypic::model;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("hypic-ckpt-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 template <typename F>
 std::string error_of(F&& f) {
@@ -163,10 +146,10 @@ TEST(Checkpoint, DisagreeingTieFlagsAreSettledByTheCheckpoint) {
   if (!golden("qwen3_5_sharded"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
-  const std::string d = tmp.sub("m");
+  TempDir tmp("hypic-ckpt");
+  const std::string d = tmp.file("m");
   fs::copy(kGolden + "/qwen3_5_sharded", d, fs::copy_options::recursive);
-  nlohmann::json j = nlohmann::json::parse(slurp(d + "/config.json"));
+  nlohmann::json j = nlohmann::json::parse(read_bytes(d + "/config.json"));
   j["tie_word_embeddings"] = false;  // outer flag says untied, inner says tied
   std::ofstream(d + "/config.json") << j.dump();
   const LoadedModel m = load_checkpoint(d);  // no lm_head.weight stored: tied
@@ -232,10 +215,10 @@ TEST(Checkpoint, MissingTensorIsNamed) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   const std::string name = "model.layers.2.linear_attn.A_log";
-  rewrite("qwen3_next", tmp.sub("m"), [&](auto& t) { t.erase(name); });
-  const std::string msg = error_of([&] { load_checkpoint(tmp.sub("m")); });
+  rewrite("qwen3_next", tmp.file("m"), [&](auto& t) { t.erase(name); });
+  const std::string msg = error_of([&] { load_checkpoint(tmp.file("m")); });
   EXPECT_NE(msg.find(name), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[4]"), std::string::npos) << msg;  // expected shape
@@ -245,15 +228,15 @@ TEST(Checkpoint, WrongShapeNamesTensorShapesAndFile) {
   if (!golden("qwen3_5"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   const std::string name = "model.language_model.layers.1.linear_attn.in_proj_z.weight";
   std::string expected;
-  rewrite("qwen3_5", tmp.sub("m"), [&](auto& t) {
+  rewrite("qwen3_5", tmp.file("m"), [&](auto& t) {
     const Tensor& old = t.at(name);
     expected = old.shape_str();
     t[name] = Tensor({old.dim(0) - 1, old.dim(1)});
   });
-  const std::string msg = error_of([&] { load_checkpoint(tmp.sub("m")); });
+  const std::string msg = error_of([&] { load_checkpoint(tmp.file("m")); });
   EXPECT_NE(msg.find(name), std::string::npos) << msg;
   EXPECT_NE(msg.find(expected), std::string::npos) << msg;
   EXPECT_NE(msg.find("[71, 40]"), std::string::npos) << msg;
@@ -265,15 +248,15 @@ TEST(Checkpoint, UnexpectedTensorIsRefusedButKnownPrefixesAreSkipped) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
-  rewrite("qwen3_next", tmp.sub("extra"),
+  TempDir tmp("hypic-ckpt");
+  rewrite("qwen3_next", tmp.file("extra"),
           [](auto& t) { t["model.layers.0.linear_attn.extra.weight"] = Tensor({2}); });
-  const std::string msg = error_of([&] { load_checkpoint(tmp.sub("extra")); });
+  const std::string msg = error_of([&] { load_checkpoint(tmp.file("extra")); });
   EXPECT_NE(msg.find("unexpected tensor 'model.layers.0.linear_attn.extra.weight'"),
             std::string::npos)
       << msg;
-  rewrite("qwen3_next", tmp.sub("mtp"), [](auto& t) { t["mtp.fc.weight"] = Tensor({2, 2}); });
-  const LoadedModel m = load_checkpoint(tmp.sub("mtp"));
+  rewrite("qwen3_next", tmp.file("mtp"), [](auto& t) { t["mtp.fc.weight"] = Tensor({2, 2}); });
+  const LoadedModel m = load_checkpoint(tmp.file("mtp"));
   EXPECT_EQ(m.ignored, (std::vector<std::string>{"mtp.fc.weight"}));
 }
 
@@ -282,8 +265,8 @@ TEST(Checkpoint, FusedExpertStacksAreAccepted) {
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
   const LoadedModel ref = load_checkpoint(kGolden + "/qwen3_next");
-  TempDir tmp;
-  rewrite("qwen3_next", tmp.sub("m"), [&](auto& t) {
+  TempDir tmp("hypic-ckpt");
+  rewrite("qwen3_next", tmp.file("m"), [&](auto& t) {
     for (int l = 0; l < ref.config.num_hidden_layers; ++l) {
       if (!ref.config.layer_is_moe(l)) continue;
       const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
@@ -304,15 +287,15 @@ TEST(Checkpoint, FusedExpertStacksAreAccepted) {
       t[p + "down_proj"] = dn;
     }
   });
-  expect_same_weights(ref.weights, load_checkpoint(tmp.sub("m")).weights);
+  expect_same_weights(ref.weights, load_checkpoint(tmp.file("m")).weights);
 }
 
 TEST(Checkpoint, TruncatedFileNamesFileAndTensor) {
   if (!golden("qwen3_5"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
-  const std::string d = tmp.sub("m");
+  TempDir tmp("hypic-ckpt");
+  const std::string d = tmp.file("m");
   fs::create_directories(d);
   fs::copy_file(kGolden + "/qwen3_5/config.json", d + "/config.json");
   fs::copy_file(kGolden + "/qwen3_5/model.safetensors", d + "/model.safetensors");
@@ -324,8 +307,8 @@ TEST(Checkpoint, TruncatedFileNamesFileAndTensor) {
 }
 
 TEST(Checkpoint, UnknownModelTypeAndMissingFiles) {
-  TempDir tmp;
-  const std::string d = tmp.sub("m");
+  TempDir tmp("hypic-ckpt");
+  const std::string d = tmp.file("m");
   fs::create_directories(d);
   EXPECT_NE(error_of([&] { load_checkpoint(d); }).find("config.json"), std::string::npos);
   std::ofstream(d + "/config.json") << R"({"model_type": "mamba2", "hidden_size": 8})";
@@ -343,11 +326,11 @@ TEST(Checkpoint, UnknownModelTypeAndMissingFiles) {
 // Save -> load, presets, random init
 
 TEST(Checkpoint, SaveThenLoadGivesIdenticalWeights) {
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   for (Arch arch : {Arch::Qwen3Next, Arch::Qwen3_5}) {
     const ModelConfig c = preset_config(arch, "tiny");
     const ModelWeights w = random_weights(c, 11);
-    const std::string d = tmp.sub(arch_name(arch));
+    const std::string d = tmp.file(arch_name(arch));
     save_checkpoint(d, c, w, DType::F32);
     const LoadedModel m = load_checkpoint(d);
     EXPECT_EQ(m.config.to_json(), c.to_json());
@@ -365,25 +348,25 @@ TEST(Checkpoint, GoldenSurvivesSaveAndLoad) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
               "scripts/make_golden.py)";
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   const LoadedModel a = load_checkpoint(kGolden + "/qwen3_next");
-  save_checkpoint(tmp.sub("m"), a.config, a.weights, DType::F32);
-  expect_same_weights(a.weights, load_checkpoint(tmp.sub("m")).weights);
+  save_checkpoint(tmp.file("m"), a.config, a.weights, DType::F32);
+  expect_same_weights(a.weights, load_checkpoint(tmp.file("m")).weights);
   SafetensorsFile orig(kGolden + "/qwen3_next/model.safetensors");
-  SafetensorsFile ours(tmp.sub("m") + "/model.safetensors");
+  SafetensorsFile ours(tmp.file("m") + "/model.safetensors");
   ASSERT_EQ(orig.tensors().size(), ours.tensors().size());
   for (const auto& kv : orig.tensors())
     EXPECT_EQ(orig.read(kv.first).vec(), ours.read(kv.first).vec()) << kv.first;
 }
 
 TEST(Checkpoint, ShardedSaveLoadsLikeSingleFile) {
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   const ModelConfig c = preset_config(Arch::Qwen3Next, "tiny");
   const ModelWeights w = random_weights(c, 5);
-  save_checkpoint(tmp.sub("s"), c, w, DType::F32, 200 * 1024);
-  EXPECT_TRUE(fs::exists(tmp.sub("s") + "/model.safetensors.index.json"));
-  EXPECT_FALSE(fs::exists(tmp.sub("s") + "/model.safetensors"));
-  const LoadedModel m = load_checkpoint(tmp.sub("s"));
+  save_checkpoint(tmp.file("s"), c, w, DType::F32, 200 * 1024);
+  EXPECT_TRUE(fs::exists(tmp.file("s") + "/model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(tmp.file("s") + "/model.safetensors"));
+  const LoadedModel m = load_checkpoint(tmp.file("s"));
   EXPECT_TRUE(m.sharded);
   expect_same_weights(w, m.weights);
 }
@@ -475,7 +458,7 @@ CmdResult run_hypic(const std::string& args, const std::string& tmp) {
   const std::string cmd =
       std::string(HYPIC_BINARY) + " " + args + " > " + tmp + "/stdout.txt 2> " + err_file;
   const int status = std::system(cmd.c_str());
-  return {status, slurp(err_file)};
+  return {status, read_bytes(err_file)};
 }
 
 void expect_one_line_error(const CmdResult& r, const std::string& needle) {
@@ -486,35 +469,37 @@ void expect_one_line_error(const CmdResult& r, const std::string& needle) {
 }
 
 TEST(ModelCommand, InitIsByteIdenticalForASeed) {
-  TempDir tmp;
+  TempDir tmp("hypic-ckpt");
   for (const char* arch : {"qwen3_next", "qwen3_5"}) {
     const std::string base = std::string("model init --arch ") + arch + " --preset tiny ";
-    ASSERT_EQ(run_hypic(base + "--seed 3 --out " + tmp.sub("a"), tmp.sub("")).code, 0);
-    ASSERT_EQ(run_hypic(base + "--seed 3 --out " + tmp.sub("b"), tmp.sub("")).code, 0);
+    ASSERT_EQ(run_hypic(base + "--seed 3 --out " + tmp.file("a"), tmp.file("")).code, 0);
+    ASSERT_EQ(run_hypic(base + "--seed 3 --out " + tmp.file("b"), tmp.file("")).code, 0);
     ASSERT_EQ(
-        run_hypic(base + "--seed 4 --out " + tmp.sub("c") + " --dtype bf16", tmp.sub("")).code, 0);
-    const std::string a = slurp(tmp.sub("a") + "/model.safetensors");
+        run_hypic(base + "--seed 4 --out " + tmp.file("c") + " --dtype bf16", tmp.file("")).code,
+        0);
+    const std::string a = read_bytes(tmp.file("a") + "/model.safetensors");
     EXPECT_FALSE(a.empty());
-    EXPECT_EQ(a, slurp(tmp.sub("b") + "/model.safetensors")) << arch;
-    EXPECT_EQ(slurp(tmp.sub("a") + "/config.json"), slurp(tmp.sub("b") + "/config.json"));
-    const LoadedModel c = load_checkpoint(tmp.sub("c"));
+    EXPECT_EQ(a, read_bytes(tmp.file("b") + "/model.safetensors")) << arch;
+    EXPECT_EQ(read_bytes(tmp.file("a") + "/config.json"),
+              read_bytes(tmp.file("b") + "/config.json"));
+    const LoadedModel c = load_checkpoint(tmp.file("c"));
     EXPECT_EQ(c.dtype, "bf16");
-    EXPECT_NE(load_checkpoint(tmp.sub("a")).weights.embed.vec(), c.weights.embed.vec());
+    EXPECT_NE(load_checkpoint(tmp.file("a")).weights.embed.vec(), c.weights.embed.vec());
     // The command writes exactly what the library writes for that seed.
     const ModelConfig cfg = preset_config(parse_arch(arch), "tiny");
-    save_checkpoint(tmp.sub("lib"), cfg, random_weights(cfg, 3), DType::F32);
-    EXPECT_EQ(a, slurp(tmp.sub("lib") + "/model.safetensors")) << arch;
+    save_checkpoint(tmp.file("lib"), cfg, random_weights(cfg, 3), DType::F32);
+    EXPECT_EQ(a, read_bytes(tmp.file("lib") + "/model.safetensors")) << arch;
   }
 }
 
 TEST(ModelCommand, InfoPrintsLayoutAndCounts) {
-  TempDir tmp;
-  ASSERT_EQ(run_hypic("model init --arch qwen3_5 --preset tiny --seed 1 --out " + tmp.sub("m"),
-                      tmp.sub(""))
+  TempDir tmp("hypic-ckpt");
+  ASSERT_EQ(run_hypic("model init --arch qwen3_5 --preset tiny --seed 1 --out " + tmp.file("m"),
+                      tmp.file(""))
                 .code,
             0);
-  ASSERT_EQ(run_hypic("model info --model " + tmp.sub("m"), tmp.sub("")).code, 0);
-  const std::string out = slurp(tmp.sub("") + "/stdout.txt");
+  ASSERT_EQ(run_hypic("model info --model " + tmp.file("m"), tmp.file("")).code, 0);
+  const std::string out = read_bytes(tmp.file("") + "/stdout.txt");
   EXPECT_NE(out.find("L L L A"), std::string::npos) << out;
   EXPECT_NE(out.find(std::to_string(config_parameter_count(preset_config(Arch::Qwen3_5, "tiny")))),
             std::string::npos)
@@ -523,24 +508,24 @@ TEST(ModelCommand, InfoPrintsLayoutAndCounts) {
 }
 
 TEST(ModelCommand, BadInputGivesOneLineAndNonZeroExit) {
-  TempDir tmp;
-  expect_one_line_error(run_hypic("model info --model " + tmp.sub("none"), tmp.sub("")),
+  TempDir tmp("hypic-ckpt");
+  expect_one_line_error(run_hypic("model info --model " + tmp.file("none"), tmp.file("")),
                         "does not exist");
-  fs::create_directories(tmp.sub("llama"));
-  std::ofstream(tmp.sub("llama") + "/config.json") << R"({"model_type": "llama"})";
-  expect_one_line_error(run_hypic("model info --model " + tmp.sub("llama"), tmp.sub("")),
+  fs::create_directories(tmp.file("llama"));
+  std::ofstream(tmp.file("llama") + "/config.json") << R"({"model_type": "llama"})";
+  expect_one_line_error(run_hypic("model info --model " + tmp.file("llama"), tmp.file("")),
                         "unsupported model_type 'llama'");
   if (golden("qwen3_5")) {
-    const std::string d = tmp.sub("trunc");
+    const std::string d = tmp.file("trunc");
     fs::create_directories(d);
     fs::copy_file(kGolden + "/qwen3_5/config.json", d + "/config.json");
     fs::copy_file(kGolden + "/qwen3_5/model.safetensors", d + "/model.safetensors");
     fs::resize_file(d + "/model.safetensors", 4096);
-    expect_one_line_error(run_hypic("model info --model " + d, tmp.sub("")), "truncated");
+    expect_one_line_error(run_hypic("model info --model " + d, tmp.file("")), "truncated");
   }
   // CLI11 rejects an unknown architecture before hypic runs.
   const CmdResult r = run_hypic(
-      "model init --arch llama --preset tiny --seed 1 --out " + tmp.sub("x"), tmp.sub(""));
+      "model init --arch llama --preset tiny --seed 1 --out " + tmp.file("x"), tmp.file(""));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
 }

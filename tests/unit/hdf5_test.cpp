@@ -12,32 +12,15 @@
 
 #include "store/hdf5.hpp"
 
+#include "temp_path.hpp"
+
 namespace {
+using test_util::TempPath;
 
 namespace fs = std::filesystem;
 using hypic::h5::Access;
 using hypic::h5::Dataset;
 using hypic::h5::File;
-
-// A fresh file name under the system temp dir, removed at scope end.
-class TempPath {
- public:
-  explicit TempPath(const std::string& stem) {
-    path_ = (fs::temp_directory_path() /
-             (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".h5"))
-                .string();
-    fs::remove(path_);
-  }
-  ~TempPath() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  const std::string& str() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
 
 TEST(Hdf5, WriteF32DatasetRoundTripsAndOverwrites) {
   TempPath path("hdf5-f32");

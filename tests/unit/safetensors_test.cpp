@@ -14,32 +14,14 @@
 #include "common/error.hpp"
 #include "model/safetensors.hpp"
 
+#include "temp_path.hpp"
+
 namespace {
+using test_util::read_bytes;
+using test_util::TempDir;
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using namespace hypic::model;
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("hypic-st-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -100,7 +82,7 @@ TEST(Safetensors, F16Conversions) {
 }
 
 TEST(Safetensors, RoundTripF32IsExact) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const Tensor a = sample({3, 5}), b = sample({7}), c = sample({2, 1, 4});
   write_safetensors(dir.file("x.safetensors"), {{"b", &b}, {"a", &a}, {"c.w", &c}}, DType::F32);
   const SafetensorsFile f(dir.file("x.safetensors"));
@@ -115,7 +97,7 @@ TEST(Safetensors, RoundTripF32IsExact) {
 }
 
 TEST(Safetensors, RoundTripBf16AndF16MatchRoundedValues) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const Tensor a = sample({4, 9}, 3.0f);
   for (DType d : {DType::BF16, DType::F16}) {
     const std::string p = dir.file(std::string(dtype_short(d)) + ".safetensors");
@@ -132,12 +114,12 @@ TEST(Safetensors, RoundTripBf16AndF16MatchRoundedValues) {
 }
 
 TEST(Safetensors, WriterIsDeterministicAndAligned) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const Tensor a = sample({3, 3}), b = sample({5});
   write_safetensors(dir.file("1.safetensors"), {{"a", &a}, {"b", &b}}, DType::BF16);
   write_safetensors(dir.file("2.safetensors"), {{"b", &b}, {"a", &a}}, DType::BF16);
-  const std::string one = slurp(dir.file("1.safetensors"));
-  EXPECT_EQ(one, slurp(dir.file("2.safetensors")));
+  const std::string one = read_bytes(dir.file("1.safetensors"));
+  EXPECT_EQ(one, read_bytes(dir.file("2.safetensors")));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(one[i]);
   EXPECT_EQ(n % 8, 0u);
@@ -147,7 +129,7 @@ TEST(Safetensors, WriterIsDeterministicAndAligned) {
 }
 
 TEST(Safetensors, ReadsIntegerTensors) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   // Hand-written file: an I64 tensor [3] and an I32 tensor [2].
   std::string data;
   for (int64_t v : {int64_t{5}, int64_t{-7}, int64_t{123456}})
@@ -168,7 +150,7 @@ TEST(Safetensors, ReadsIntegerTensors) {
 }
 
 TEST(Safetensors, TruncatedFileNamesFileAndTensor) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const Tensor a = sample({16, 16}), b = sample({16});
   const std::string p = dir.file("t.safetensors");
   write_safetensors(p, {{"first", &a}, {"second", &b}}, DType::F32);
@@ -184,7 +166,7 @@ TEST(Safetensors, TruncatedFileNamesFileAndTensor) {
 }
 
 TEST(Safetensors, RejectsInconsistentHeaders) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const std::string p = dir.file("bad.safetensors");
   // Size disagrees with shape x dtype.
   spit(p, raw_file(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})",
@@ -208,7 +190,7 @@ TEST(Safetensors, RejectsInconsistentHeaders) {
 }
 
 TEST(Safetensors, ShardedIndexIsOneNameSpace) {
-  TempDir dir;
+  TempDir dir("hypic-st");
   const Tensor a = sample({2, 3}), b = sample({4});
   write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", &a}}, DType::F32);
   write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", &b}}, DType::BF16);

@@ -27,32 +27,16 @@
 #include "store/hdf5.hpp"
 #include "store/segment_store.hpp"
 
+#include "temp_path.hpp"
+
 namespace {
+using test_util::TempPath;
 
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using namespace hypic::store;  // NOLINT: test brevity
 
 const char* kFingerprint = "tiny-hybrid@test";
-
-class TempPath {
- public:
-  explicit TempPath(const std::string& stem) {
-    path_ = (fs::temp_directory_path() /
-             (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".h5"))
-                .string();
-    fs::remove(path_);
-  }
-  ~TempPath() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  const std::string& str() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
 
 std::vector<int32_t> tokens_for(int i) {
   std::vector<int32_t> t(5 + i % 7);
@@ -104,11 +88,6 @@ void expect_same(const Entry& want, const Entry& got) {
   ASSERT_EQ(want.n_tokens, got.n_tokens);
   ASSERT_EQ(want.arrays.size(), got.arrays.size());
   for (const auto& [name, t] : want.arrays) EXPECT_TRUE(bit_equal(t, got.at(name))) << name;
-}
-
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void flip_byte_at(const std::string& path, size_t offset) {
@@ -341,7 +320,7 @@ TEST(SegmentStore, DamagedPayloadIsReportedNeverReturnedAndReplaceable) {
     store.put(key_a, make_entry(1));
     store.put(key_b, marked);
   }
-  std::string bytes = read_file_bytes(path.str());
+  std::string bytes = test_util::read_bytes(path.str());
   size_t at = bytes.find(std::string(reinterpret_cast<const char*>(t.data()) + 40 * 4, 16));
   ASSERT_NE(at, std::string::npos);
   flip_byte_at(path.str(), at + 2);
@@ -378,7 +357,7 @@ TEST(SegmentStore, DamagedIndexRowIsReported) {
     SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kBF16));
     store.put(key, make_entry(9));
   }
-  std::string bytes = read_file_bytes(path.str());
+  std::string bytes = test_util::read_bytes(path.str());
   size_t at = bytes.find(key);
   ASSERT_NE(at, std::string::npos);
   // Change one hex digit of the stored key to another hex digit.
