@@ -16,7 +16,8 @@
 #   array       jobs/slurm/warmup-array.sbatch as a 3-task array: every task exits
 #               0, every shard store exists and verifies
 #   merge       jobs/slurm/warmup-merge.sbatch, dependent (afterok) on the array:
-#               exit 0 (it verifies every shard; merges once `hypic store merge` exists)
+#               exit 0 (`hypic store merge` verifies every shard and merges them), and
+#               the merged store verifies with one entry per document
 #   eval        jobs/slurm/eval.sbatch with MODES="full pic pic:0": exit 0, and per
 #               mode a predictions.jsonl with one line per query and a metrics.json;
 #               the pic store still verifies afterwards
@@ -261,8 +262,18 @@ else
     result array FAIL "job $array_id: exit $array_rc, $shard_ok of 3 shards verify ($(IFS=';'; echo "${shard_msgs[*]}"))"
     show_log "$WORK"/logs/array-*.out
   fi
-  if ((merge_rc == 0)); then
-    result merge PASS "job $merge_id (afterok:$array_id) exit 0: $(grep -E 'hypic-job: (shards|merge):' "$WORK/logs/merge.out" | sed 's/hypic-job: //' | tr '\n' ' ')"
+  VERIFY_LINE="" VERIFY_ENTRIES=""
+  if ((merge_rc == 0)) && [[ ! -f "$ASTORE" ]]; then
+    result merge FAIL "job $merge_id exit 0 but the merged store $ASTORE does not exist"
+    show_log "$WORK/logs/merge.out"
+  elif ((merge_rc == 0)) && ! verify_store "$ASTORE"; then
+    result merge FAIL "job $merge_id exit 0, but inspect --verify of $ASTORE failed: $VERIFY_LINE"
+    echo "$VERIFY_OUT" | tail -n 12 | sed 's/^/    /'
+  elif ((merge_rc == 0)) && [[ "$VERIFY_ENTRIES" != "$n_docs" ]]; then
+    result merge FAIL "job $merge_id: merged store has ${VERIFY_ENTRIES:-?} entries, corpus $n_docs documents"
+    show_log "$WORK/logs/merge.out"
+  elif ((merge_rc == 0)); then
+    result merge PASS "job $merge_id (afterok:$array_id) exit 0: $(grep -E '^store merge: [0-9]+ shard' "$WORK/logs/merge.out" | tr '\n' ' ')merged store: $VERIFY_ENTRIES entries; $VERIFY_LINE"
   else
     result merge FAIL "job ${merge_id:-?} (afterok:$array_id) exit $merge_rc, state ${JOBSTATE:-?}"
     show_log "$WORK/logs/merge.out"

@@ -33,6 +33,7 @@ void register_commands(CLI::App& app) {
   add_warmup_command(app);
   add_serve_command(app);
   add_inspect_command(app);
+  add_store_commands(app);
   add_eval_command(app);
   add_chat_command(app);
 }

@@ -25,7 +25,8 @@ void add_bench_scaling(CLI::App& bench);  // cold query across ranks: measured a
 void add_warmup_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
-void add_bench_ttft(CLI::App& bench);  // a `hypic bench` subcommand
+void add_store_commands(CLI::App& app);  // `store merge`
+void add_bench_ttft(CLI::App& bench);    // a `hypic bench` subcommand
 void add_eval_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 

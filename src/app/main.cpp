@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "app/commands.hpp"
+#include "cluster/watch.hpp"
 #include "common/startup.hpp"
 
 int main(int argc, char** argv) {
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
       rc = hypic::app::run_selected(app);
     } catch (const CLI::ParseError& e) {
       rc = app.exit(e);
+    } catch (const hypic::cluster::WorkerDied& e) {
+      // Printed the moment the death was seen, unless the signal handler had already done so.
+      if (!e.printed()) std::fprintf(stderr, "hypic: error: %s\n", e.what());
+      rc = 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hypic: error: %s\n", e.what());
       rc = 1;

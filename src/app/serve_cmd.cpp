@@ -72,7 +72,10 @@ int run_serve(const ServeArgs& a) {
   if (world.size > 1 && pic::uses_entries(mode)) {
     cold = std::make_unique<pic::RemoteColdSource>(
         comm.get(), *m.model,
-        st ? pic::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0));
+        st ? pic::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
+        st ? "the store " + a.store +
+                 " keeps the cold entries written so far; rerun the same command to resume"
+           : "no store: rerun the same command");
     engine.set_cold_source(cold.get());
   }
   std::unique_ptr<pic::Engine> full;
@@ -88,7 +91,14 @@ int run_serve(const ServeArgs& a) {
   RunSummary summary(mode, junction, eo.memory_budget_bytes);
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
-  for (const QuerySpec& qs : qf.queries) {
+  // While the workers compute a query's cold segments, rank 0 reads the next query's hits.
+  if (cold) cold->set_idle_work([&engine] { return engine.prefetch_one(); });
+  for (size_t qi = 0; qi < qf.queries.size(); ++qi) {
+    const QuerySpec& qs = qf.queries[qi];
+    if (cold) {
+      cold->set_query_label(qs.query.id);
+      if (qi + 1 < qf.queries.size()) engine.queue_prefetch(qf.queries[qi + 1].query);
+    }
     const pic::QueryResult r = engine.run(qs.query);
     json line = prediction_json(r);
     std::string answer_text;
@@ -118,6 +128,7 @@ int run_serve(const ServeArgs& a) {
   summary.memory_bytes = engine.memory_bytes();
   summary.memory_evictions = engine.memory_evictions();
   json metrics = summary.metrics_json();
+  if (cold) metrics["prefetched_entries"] = engine.prefetched();
   if (st) {
     metrics["store"] = st->path();
     metrics["store_entries"] = st->size();

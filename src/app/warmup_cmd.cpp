@@ -57,7 +57,13 @@ int run_warmup(const WarmupArgs& a) {
   }
   std::vector<std::vector<int32_t>> docs;
   docs.reserve(corpus.docs.size());
-  for (const CorpusDoc& d : corpus.docs) docs.push_back(d.tokens);
+  for (const CorpusDoc& d : corpus.docs) {
+    docs.push_back(d.tokens);
+    wo.labels.push_back(d.id);
+  }
+  wo.after_death = "the store " + a.store +
+                   " keeps every entry committed so far (hypic inspect --store " + a.store +
+                   " --verify checks it); rerun the same command to resume";
 
   wo.cost = pic::load_cost_model_or_default(a.store);
   const bool tty = isatty(fileno(stderr));

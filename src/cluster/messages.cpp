@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -106,9 +107,12 @@ int checked_count(size_t bytes) {
 }
 
 // Waits for `requests` to complete for at most kAbandonAfter; what is still pending then is
-// freed without completing. Returns false when something had to be abandoned.
+// freed without completing. Returns false when something had to be abandoned. While an
+// exception unwinds (a worker failed or died, and the job is about to end) it does not wait:
+// a peer that is gone never completes, and the launcher may kill this rank within a second.
 bool drain(std::vector<MPI_Request>& requests) {
-  const auto deadline = std::chrono::steady_clock::now() + kAbandonAfter;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (std::uncaught_exceptions() > 0 ? std::chrono::seconds(0) : kAbandonAfter);
   while (true) {
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);

@@ -32,6 +32,7 @@ enum Tag : int {
   kTagEntryHeader = 0x4802,
   kTagEntryData = 0x4803,
   kTagFailure = 0x4804,
+  kTagHello = 0x4805,  // worker -> rank 0, once: who this process is (cluster/watch.hpp)
 };
 
 using Bytes = std::vector<uint8_t>;

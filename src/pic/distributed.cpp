@@ -1,7 +1,11 @@
 #include "pic/distributed.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -10,6 +14,7 @@
 
 #include "cluster/lpt.hpp"
 #include "cluster/progress.hpp"
+#include "cluster/watch.hpp"
 #include "common/error.hpp"
 #include "pic/segment_entry.hpp"
 
@@ -50,25 +55,61 @@ double take_compute_seconds(store::Entry& entry) {
   return s;
 }
 
+// What a worker that dies holding this task is said to have held.
+std::string task_label(const std::string& name, const cluster::Task& t) {
+  return (name.empty() ? "" : name + ", ") + std::to_string(t.tokens.size()) + " tokens, key " +
+         t.key;
+}
+
 // Sends the tasks of `schedule` (indices into `tasks`) to workers 1 … m, each worker's list
-// in prompt order.
+// in prompt order, and tells `watch` what each worker now holds (labels[i] names task i).
 void send_tasks(cluster::CommandSender& sender, const cluster::Schedule& schedule,
-                const std::vector<cluster::Task>& tasks) {
+                const std::vector<cluster::Task>& tasks, cluster::WorkerWatch& watch,
+                const std::vector<std::string>& labels) {
   for (int w = 0; w < schedule.workers(); ++w)
-    for (const int64_t i : schedule.tasks[static_cast<size_t>(w)])
-      sender.send(w + 1, tasks[static_cast<size_t>(i)]);
+    for (const int64_t i : schedule.tasks[static_cast<size_t>(w)]) {
+      const cluster::Task& t = tasks[static_cast<size_t>(i)];
+      watch.assign(w + 1, t.segment,
+                   task_label(labels.empty() ? "" : labels[static_cast<size_t>(i)], t));
+      sender.send(w + 1, t);
+    }
   sender.test();
 }
 
 // Waits for entries without spinning: MPI_Waitany busy-polls in Open MPI, and a spinning
 // rank 0 takes a core from a worker when the ranks share the node's cores. Polling every
-// 200 µs also progresses the transfers, and adds at most that much latency.
-std::vector<cluster::ReceivedEntry> wait_entries(cluster::EntryReceiver& receiver) {
+// 200 µs also progresses the transfers, and adds at most that much latency. Meanwhile the
+// watch checks that the workers holding work are alive (throws cluster::WorkerDied).
+// `idle` (optional) is done in small units instead of sleeping while there is some.
+std::vector<cluster::ReceivedEntry> wait_entries(cluster::EntryReceiver& receiver,
+                                                 cluster::WorkerWatch& watch,
+                                                 const std::function<bool()>* idle = nullptr,
+                                                 uint64_t* idle_calls = nullptr) {
+  bool more_idle_work = idle != nullptr && *idle;
   for (;;) {
     std::vector<cluster::ReceivedEntry> got = receiver.poll();
+    for (const cluster::ReceivedEntry& e : got) watch.received(e.source, e.segment);
+    watch.check();
     if (!got.empty()) return got;
+    if (more_idle_work) {
+      more_idle_work = (*idle)();
+      if (idle_calls != nullptr) ++*idle_calls;
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+// HYPIC_DEBUG_WORKER_DELAY_MS: a worker sleeps this long before each segment (0: unset).
+int debug_worker_delay_ms() {
+  const char* v = std::getenv("HYPIC_DEBUG_WORKER_DELAY_MS");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  require(end != v && *end == '\0' && ms >= 0 && ms <= 600000,
+          std::string("HYPIC_DEBUG_WORKER_DELAY_MS must be milliseconds in [0, 600000], got '") +
+              v + "'");
+  return static_cast<int>(ms);
 }
 
 // A worker's next command, polled with short sleeps for the same reason: an idle worker
@@ -83,11 +124,19 @@ cluster::Command next_command(MPI_Comm comm) {
 }  // namespace
 
 void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction) {
+  cluster::announce_worker(comm, 0);
+  const int delay_ms = debug_worker_delay_ms();
+  if (delay_ms > 0) {
+    std::fprintf(stderr, "hypic: debug: worker rank %d pid %ld, %d ms before each segment\n",
+                 comm_rank(comm), static_cast<long>(getpid()), delay_ms);
+    std::fflush(stderr);
+  }
   cluster::EntrySender sender(comm, 0);
   for (;;) {
     cluster::Command command = next_command(comm);
     if (std::holds_alternative<cluster::Shutdown>(command)) break;
     const cluster::Task& task = std::get<cluster::Task>(command);
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     cluster::run_or_report(comm, 0, task, [&] {
       const int w = junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
       double seconds = 0;
@@ -122,6 +171,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
 
   // Route: the entries to compute, each key once, in corpus order.
   std::vector<cluster::Task> tasks;
+  std::vector<std::string> labels;  // per task: the document it comes from
   std::map<std::string, bool> planned;
   int64_t missing_tokens = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
@@ -130,6 +180,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     if (store->contains(key) || !planned.emplace(key, true).second) continue;
     missing_tokens += static_cast<int64_t>(docs[i].size());
     tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i]});
+    labels.push_back(i < options.labels.size() ? "document \"" + options.labels[i] + "\"" : "");
   }
   res.present = docs.size() - tasks.size();
 
@@ -164,15 +215,16 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     lengths.reserve(tasks.size());
     for (const cluster::Task& t : tasks) lengths.push_back(static_cast<int64_t>(t.tokens.size()));
     const cluster::Schedule plan = cluster::schedule_lpt(options.cost.predict(lengths), workers);
+    cluster::WorkerWatch watch(comm, options.after_death);
     cluster::EntryReceiver receiver(comm);
     cluster::CommandSender sender(comm);
-    send_tasks(sender, plan, tasks);
+    send_tasks(sender, plan, tasks, watch, labels);
     for (int w = 1; w <= workers; ++w) sender.send(w, cluster::Shutdown{});
     // segment (corpus line) -> its task, to check what arrives
     std::map<int64_t, size_t> task_of;
     for (size_t i = 0; i < tasks.size(); ++i) task_of.emplace(tasks[i].segment, i);
     while (res.computed < tasks.size()) {
-      for (cluster::ReceivedEntry& got : wait_entries(receiver)) {
+      for (cluster::ReceivedEntry& got : wait_entries(receiver, watch)) {
         const auto it = task_of.find(got.segment);
         require(it != task_of.end() && tasks[it->second].key == got.key,
                 "rank " + std::to_string(got.source) + " sent an entry for segment " +
@@ -200,19 +252,25 @@ struct RemoteColdSource::State {
   int workers = 0;
   int use_workers = 0;
   cluster::Policy policy = cluster::Policy::kLpt;
+  std::unique_ptr<cluster::WorkerWatch> watch;
   std::unique_ptr<cluster::EntryReceiver> receiver;
   std::unique_ptr<cluster::CommandSender> sender;
+  std::string query_label;
+  std::function<bool()> idle;
+  uint64_t idle_calls = 0;
   std::unique_ptr<cluster::PromptOrderBuffer> order;
   std::map<int64_t, ColdSegment> pending;  // index -> the segment, until taken
 
   State(MPI_Comm c, model::Model& m, cluster::CostModel cm) : comm(c), model(m), cost(cm) {}
 };
 
-RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost)
+RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost,
+                                   const std::string& after_death)
     : s_(std::make_unique<State>(comm, model, cost)) {
   s_->workers = comm_size(comm) - 1;
   s_->use_workers = s_->workers;
   if (s_->workers > 0) {
+    s_->watch = std::make_unique<cluster::WorkerWatch>(comm, after_death);
     s_->receiver = std::make_unique<cluster::EntryReceiver>(comm);
     s_->sender = std::make_unique<cluster::CommandSender>(comm);
   }
@@ -226,6 +284,18 @@ void RemoteColdSource::set_plan(cluster::Policy policy, int workers) {
   s_->use_workers = std::min(workers, s_->workers);
 }
 
+void RemoteColdSource::set_query_label(std::string label) {
+  s_->query_label = std::move(label);
+}
+
+void RemoteColdSource::set_idle_work(std::function<bool()> work) {
+  s_->idle = std::move(work);
+}
+
+uint64_t RemoteColdSource::idle_calls() const {
+  return s_->idle_calls;
+}
+
 void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
   require(s_->pending.empty(), "cold source: the previous query's entries were not all taken");
   std::vector<int64_t> order;
@@ -237,11 +307,14 @@ void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
   s_->order = std::make_unique<cluster::PromptOrderBuffer>(order);
   std::vector<double> costs;
   std::vector<cluster::Task> tasks;
+  std::vector<std::string> labels;
   for (const ColdSegment& c : cold) {
     costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
     tasks.push_back({c.index, c.key, c.tokens});
+    labels.push_back(s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\"");
   }
-  send_tasks(*s_->sender, cluster::make_schedule(s_->policy, costs, s_->use_workers), tasks);
+  send_tasks(*s_->sender, cluster::make_schedule(s_->policy, costs, s_->use_workers), tasks,
+             *s_->watch, labels);
 }
 
 SegmentEntry RemoteColdSource::take(int64_t index) {
@@ -258,7 +331,9 @@ SegmentEntry RemoteColdSource::take(int64_t index) {
     return e;
   }
   while (!s_->order->next_ready()) {
-    for (cluster::ReceivedEntry& got : wait_entries(*s_->receiver)) s_->order->put(std::move(got));
+    for (cluster::ReceivedEntry& got :
+         wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls))
+      s_->order->put(std::move(got));
     s_->sender->test();
   }
   cluster::ReceivedEntry got = s_->order->pop_next();

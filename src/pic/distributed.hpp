@@ -14,6 +14,7 @@
 #include "cluster/cost_model.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
+#include "cluster/watch.hpp"
 #include "pic/engine.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
@@ -24,9 +25,13 @@ namespace hypic::pic {
 // float). Rank 0 removes it before the entry is used or stored.
 inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 
-// A worker's loop: computes every Task from rank 0 (junction window from `junction`), sends
-// the entry back non-blocking, and returns at Shutdown. A task that throws is reported to
-// rank 0 (run_or_report), which ends the job naming this rank and the segment.
+// A worker's loop: announces itself to rank 0 (cluster::announce_worker; rank 0 watches it
+// with one cluster::WorkerWatch per call), computes every Task from rank 0 (junction window
+// from `junction`), sends the entry back non-blocking, and returns at Shutdown. A task that
+// throws is reported to rank 0 (run_or_report), which ends the job naming this rank and the
+// segment; a worker that dies is named by rank 0's WorkerWatch.
+// Testing aid: with HYPIC_DEBUG_WORKER_DELAY_MS=N in its environment, a worker prints
+// "hypic: debug: worker rank R pid P" once and sleeps N ms before each segment.
 void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
@@ -38,6 +43,10 @@ struct WarmupOptions {
   double progress_interval_s = 0.5;
   // Rank 0: called with a progress line (at most once per interval, and at the end).
   std::function<void(const std::string& line, bool final)> progress;
+  // Rank 0, optional: a name per document (the corpus id), used when a worker dies holding it.
+  std::vector<std::string> labels;
+  // Rank 0: ends the message when a worker dies (what became of the store, how to resume).
+  std::string after_death = "rerun to resume";
 };
 
 struct WarmupResult {  // filled on rank 0
@@ -61,13 +70,23 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
 // in place (the same compute_entry, so the results do not depend on the number of ranks).
 class RemoteColdSource : public ColdSource {
  public:
-  RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost);
+  // `after_death` ends the message when a worker dies (what became of the store, how to
+  // resume).
+  RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost,
+                   const std::string& after_death = "rerun to resume");
   ~RemoteColdSource() override;
   void begin(const std::vector<ColdSegment>& cold) override;
   SegmentEntry take(int64_t index) override;
   // Plans the next queries with `policy` over the first `workers` workers (default: LPT over
   // all of them). For benchmarks; workers is capped at the ranks there are.
   void set_plan(cluster::Policy policy, int workers);
+  // Names the query the next begin() belongs to, for the message when a worker dies.
+  void set_query_label(std::string label);
+  // Work rank 0 does while it waits for an entry, one small unit per call, instead of
+  // sleeping; `work` returns whether more is left. Serve reads the next query's store hits
+  // this way (Engine::prefetch_one). With one rank there is no waiting, so it is not called.
+  void set_idle_work(std::function<bool()> work);
+  uint64_t idle_calls() const;  // how often the idle work ran
   // Measured compute times of every entry taken so far.
   const std::vector<cluster::CostSample>& samples() const { return samples_; }
 

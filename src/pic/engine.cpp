@@ -81,6 +81,33 @@ std::string Engine::entry_key(const std::vector<int32_t>& segment) const {
   return store::entry_key(fingerprint_, segment, w);
 }
 
+void Engine::queue_prefetch(const Query& next) {
+  prefetch_.clear();
+  if (store_ == nullptr || !uses_entries(options_.mode)) return;
+  for (const auto& seg : next.segments) {
+    if (seg.empty()) continue;
+    const int w = options_.junction.tokens_for(static_cast<int64_t>(seg.size()));
+    std::string key = store::entry_key(fingerprint_, seg, w);
+    if (!entries_.get(key) && store_->contains(key)) prefetch_.emplace_back(std::move(key), w);
+  }
+}
+
+bool Engine::prefetch_one() {
+  while (!prefetch_.empty()) {
+    const auto [key, w] = prefetch_.front();
+    prefetch_.pop_front();
+    if (entries_.get(key)) continue;  // a repeated segment, or meanwhile computed
+    store::ReadResult rr = store_->read(key);
+    if (rr.status != store::EntryStatus::kValid) continue;  // run() reports a damaged one
+    auto e = std::make_shared<const SegmentEntry>(
+        from_store_entry(std::move(*rr.entry), model_.config(), w));
+    entries_.put(key, e, e->bytes());
+    ++prefetched_;
+    break;
+  }
+  return !prefetch_.empty();
+}
+
 size_t Engine::memory_bytes() const {
   return entries_.bytes() + snapshots_.bytes();
 }

@@ -4,6 +4,7 @@
 // time to first token by phase. Under MPI this is what rank 0, the combine driver, runs;
 // its cold segments then come from the workers through a ColdSource (pic/distributed.hpp).
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +104,16 @@ class Engine {
   // Cold segments then come from `source` (not owned; null: computed in place).
   void set_cold_source(ColdSource* source) { cold_source_ = source; }
 
+  // Reading a query's store hits ahead, while rank 0 would otherwise wait for the workers
+  // (RemoteColdSource::set_idle_work). queue_prefetch replaces the queue with the segments of
+  // `next` that the store has and the memory tier lacks (pic modes with a store; else
+  // nothing). prefetch_one reads one of them into the memory tier and returns whether more
+  // are queued. Results do not change: the entries are the ones run() would read; only their
+  // tier (memory instead of store hits) and the time spent in run() do.
+  void queue_prefetch(const Query& next);
+  bool prefetch_one();
+  uint64_t prefetched() const { return prefetched_; }  // entries read ahead so far
+
   const EngineOptions& options() const { return options_; }
   const std::string& fingerprint() const { return fingerprint_; }
   std::string entry_key(const std::vector<int32_t>& segment) const;
@@ -141,6 +152,8 @@ class Engine {
   ColdSource* cold_source_ = nullptr;
   LruCache<SegmentEntry> entries_;
   LruCache<model::InferenceCache> snapshots_;
+  std::deque<std::pair<std::string, int>> prefetch_;  // key, junction tokens
+  uint64_t prefetched_ = 0;
 };
 
 }  // namespace hypic::pic

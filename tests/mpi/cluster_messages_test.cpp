@@ -17,6 +17,7 @@
 
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
+#include "cluster/watch.hpp"
 #include "cluster/world.hpp"
 #include "store/entry.hpp"
 
@@ -286,6 +287,48 @@ TEST(ClusterMessages, WorkerFailureReachesDriverAsErrorNamingRankAndSegment) {
   }
   sender.wait_all();
   MPI_Barrier(r.comm.get());
+}
+
+// ---- the worker watch (cluster/watch.hpp) ------------------------------------------------
+
+TEST(WorkerWatch, LearnsItsWorkersAndTracksWhatEachHolds) {
+  const Communicator comm = Communicator::world().duplicate();
+  const int size = comm.size();
+  if (size == 1) GTEST_SKIP() << "needs a worker rank";
+  if (comm.rank() != 0) {
+    announce_worker(comm.get(), 0);
+    MPI_Barrier(comm.get());
+    return;
+  }
+  WorkerWatch watch(comm.get(), "rerun to resume", /*install_handlers=*/false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto all_known = [&] {
+    for (int w = 1; w < size; ++w)
+      if (!watch.known(w)) return false;
+    return true;
+  };
+  while (!all_known() && std::chrono::steady_clock::now() < deadline) {
+    watch.check();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(all_known());
+  for (int w = 1; w < size; ++w) EXPECT_TRUE(watch.local(w)) << "ctest runs every rank here";
+  watch.assign(1, 5, "a");
+  watch.assign(1, 7, "b");
+  EXPECT_EQ(watch.holding(1), (std::vector<int64_t>{5, 7}));
+  watch.received(1, 5);
+  EXPECT_EQ(watch.holding(1), (std::vector<int64_t>{7}));
+  watch.received(1, 99);  // not held: ignored
+  EXPECT_EQ(watch.holding(1), (std::vector<int64_t>{7}));
+  EXPECT_THROW(watch.assign(size, 1, "no such worker"), Error);
+  // Every worker is alive: checking (past the 10 ms cadence and the 100 ms grace) finds nothing.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_NO_THROW(watch.check());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  watch.received(1, 7);
+  EXPECT_TRUE(watch.holding(1).empty());
+  MPI_Barrier(comm.get());
 }
 
 }  // namespace

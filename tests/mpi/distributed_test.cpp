@@ -150,4 +150,88 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
   fs::remove_all(dir);
 }
 
+TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangingResults) {
+  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  const std::string fp = "test-fingerprint";
+  hypic::pic::EngineOptions eo;
+  eo.mode = hypic::pic::Mode::Pic;
+  eo.junction.width = 4;
+  eo.keep_first_logits = true;
+  const Communicator comm = Communicator::world().duplicate();
+  if (comm.rank() != 0) {
+    // Slow workers: rank 0 surely waits, and does its idle work meanwhile.
+    setenv("HYPIC_DEBUG_WORKER_DELAY_MS", "100", 1);
+    hypic::pic::run_worker(comm.get(), model, eo.junction);
+    unsetenv("HYPIC_DEBUG_WORKER_DELAY_MS");
+    return;
+  }
+  const int vocab = model.config().vocab_size;
+  std::mt19937 rng(21);
+  std::vector<std::vector<int32_t>> docs;
+  for (int n : {30, 11, 52, 19, 27, 8, 44}) docs.push_back(pic_test::random_tokens(rng, n, vocab));
+  // q0: three cold documents; q1: four documents already stored (and one of q0's).
+  hypic::pic::Query q0, q1;
+  q0.id = "q0";
+  q0.segments = {docs[4], docs[5], docs[6]};
+  q1.id = "q1";
+  q1.segments = {docs[0], docs[1], docs[6], docs[2], docs[3]};
+  for (auto* q : {&q0, &q1}) {
+    q->question = pic_test::random_tokens(rng, 5, vocab);
+    q->max_new_tokens = 3;
+  }
+  const fs::path dir = scratch("prefetch");
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kBF16);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
+  hypic::pic::WarmupOptions wo;
+  wo.junction = eo.junction;
+  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  const std::vector<std::vector<int32_t>> stored(docs.begin(), docs.begin() + 4);
+  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &one, wo);
+  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &many, wo);
+
+  Engine reference(model, fp, eo, &one);
+  Engine spread(model, fp, eo, &many);
+  hypic::pic::RemoteColdSource cold(comm.get(), model, hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  spread.set_cold_source(&cold);
+  cold.set_idle_work([&spread] { return spread.prefetch_one(); });
+  spread.queue_prefetch(q1);  // its four stored documents, not docs[6] (not in the store yet)
+  std::vector<hypic::pic::QueryResult> a, b;
+  for (const auto* q : {&q0, &q1}) {
+    a.push_back(reference.run(*q));
+    b.push_back(spread.run(*q));
+    EXPECT_EQ(a.back().answer, b.back().answer) << q->id;
+    expect_same_bits(a.back().first_logits, b.back().first_logits, q->id);
+  }
+  EXPECT_EQ(b[0].cold, 3);
+  EXPECT_EQ(a[1].hits_store, 4);   // read when q1 is routed
+  EXPECT_EQ(a[1].hits_memory, 1);  // docs[6], computed for q0
+  if (comm.size() > 1) {
+    // Read while the workers computed q0: q1 finds all five in memory.
+    EXPECT_GT(cold.idle_calls(), 0u);
+    EXPECT_EQ(spread.prefetched(), 4u);
+    EXPECT_EQ(b[1].hits_store, 0);
+    EXPECT_EQ(b[1].hits_memory, 5);
+  } else {
+    // One rank computes in place and never waits: nothing is read ahead.
+    EXPECT_EQ(spread.prefetched(), 0u);
+    EXPECT_EQ(b[1].hits_store, 4);
+  }
+  // Queued explicitly and drained, the same holds in one process.
+  Engine fresh(model, fp, eo, &one);
+  fresh.queue_prefetch(q1);
+  while (fresh.prefetch_one()) {
+  }
+  EXPECT_EQ(fresh.prefetched(), 5u);  // docs[6] is in this store now too
+  const auto c = fresh.run(q1);
+  EXPECT_EQ(c.hits_store, 0);
+  EXPECT_EQ(c.hits_memory, 5);
+  EXPECT_EQ(c.answer, a[1].answer);
+  expect_same_bits(c.first_logits, a[1].first_logits, "prefetched q1");
+
+  hypic::pic::shutdown_workers(comm.get());
+  one.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
 }  // namespace

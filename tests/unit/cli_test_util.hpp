@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "store/segment_store.hpp"
 
 namespace cli_test {
 
@@ -43,6 +47,35 @@ inline void expect_one_line_error(const CliRun& r, const std::string& needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_EQ(r.err.rfind("hypic: error: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Both stores hold the same keys with bit-identical entries (row order may differ).
+inline void expect_same_store(const std::string& a_path, const std::string& b_path) {
+  using hypic::store::OpenMode;
+  using hypic::store::SegmentStore;
+  SegmentStore a = SegmentStore::open_any(a_path, OpenMode::kRead);
+  SegmentStore b = SegmentStore::open_any(b_path, OpenMode::kRead);
+  EXPECT_EQ(a.model_fingerprint(), b.model_fingerprint());
+  EXPECT_EQ(a.junction(), b.junction());
+  EXPECT_EQ(a.dtype(), b.dtype());
+  std::vector<std::string> ka = a.keys(), kb = b.keys();
+  std::sort(ka.begin(), ka.end());
+  std::sort(kb.begin(), kb.end());
+  ASSERT_EQ(ka, kb);
+  for (const std::string& k : ka) {
+    const auto ea = a.get(k), eb = b.get(k);
+    ASSERT_TRUE(ea && eb) << k;
+    EXPECT_EQ(ea->n_tokens, eb->n_tokens) << k;
+    ASSERT_EQ(ea->arrays.size(), eb->arrays.size()) << k;
+    for (const auto& [name, t] : ea->arrays) {
+      ASSERT_TRUE(eb->arrays.count(name)) << k << " " << name;
+      const auto& va = t.vec();
+      const auto& vb = eb->arrays.at(name).vec();
+      ASSERT_EQ(va.size(), vb.size()) << k << " " << name;
+      EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0)
+          << k << " " << name;
+    }
+  }
 }
 
 }  // namespace cli_test

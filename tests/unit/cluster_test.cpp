@@ -2,6 +2,7 @@
 // simulator, the message formats and the world-size checks.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "cluster/messages.hpp"
 #include "cluster/progress.hpp"
 #include "cluster/simulate.hpp"
+#include "cluster/watch.hpp"
 #include "cluster/world.hpp"
 #include "common/error.hpp"
 
@@ -644,6 +646,44 @@ TEST(World, CommunicatorOwnership) {
   EXPECT_TRUE(moved.valid());
   Communicator node = world.split_shared();
   EXPECT_LE(node.size(), world.size());
+}
+
+// ---- the worker watch's pieces -----------------------------------------------------------
+
+TEST(WorkerWatch, IdentityRoundTripsAndRefusesForeignBytes) {
+  const ProcessIdentity me = this_process(MPI_COMM_SELF);
+  EXPECT_EQ(me.rank, 0);
+  EXPECT_EQ(me.pid, static_cast<int64_t>(getpid()));
+  EXPECT_FALSE(me.host.empty());
+  EXPECT_EQ(me.pid_namespace.rfind("pid:[", 0), 0u) << me.pid_namespace;
+  const std::vector<uint8_t> bytes = serialize_identity(me);
+  const ProcessIdentity back = deserialize_identity(bytes.data(), bytes.size());
+  EXPECT_EQ(back.rank, me.rank);
+  EXPECT_EQ(back.pid, me.pid);
+  EXPECT_EQ(back.host, me.host);
+  EXPECT_EQ(back.pid_namespace, me.pid_namespace);
+  EXPECT_THROW(deserialize_identity(bytes.data(), bytes.size() - 1), Error);
+  std::vector<uint8_t> foreign = bytes;
+  foreign[0] ^= 0xff;
+  EXPECT_THROW(deserialize_identity(foreign.data(), foreign.size()), Error);
+}
+
+TEST(WorkerWatch, ProcessGoneSeesZombiesAndReapedProcesses) {
+  EXPECT_FALSE(process_gone(static_cast<int64_t>(getpid())));
+  EXPECT_FALSE(process_gone(0));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  // Not yet collected: a zombie, which kill(pid, 0) still reaches.
+  bool zombie = false;
+  for (int i = 0; i < 500 && !zombie; ++i) {
+    zombie = process_gone(child);
+    if (!zombie) usleep(2000);
+  }
+  EXPECT_TRUE(zombie);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(process_gone(child));
 }
 
 }  // namespace

@@ -1,0 +1,399 @@
+#include "cluster/watch.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cluster/messages.hpp"
+#include "cluster/world.hpp"
+
+namespace hypic::cluster {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr size_t kHelloBytes = 1024;
+constexpr size_t kLineBytes = 2048;    // one death message
+constexpr size_t kBriefBytes = 400;    // one worker's part of the SIGTERM summary
+constexpr size_t kSuffixBytes = 1024;  // what the caller says after every message
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Copies `text` into `out` (capacity n), cut to fit; a line keeps its final newline.
+void copy_cut(char* out, size_t n, const std::string& text, bool newline) {
+  const size_t room = n - 1 - (newline ? 1 : 0);
+  const size_t len = std::min(text.size(), room);
+  std::memcpy(out, text.data(), len);
+  size_t at = len;
+  if (newline) out[at++] = '\n';
+  out[at] = '\0';
+}
+
+// ---- async-signal-safe helpers -----------------------------------------------------------
+
+void write_all(const char* s) {
+  size_t len = std::strlen(s);
+  while (len > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, s, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+bool gone_by_kill(int64_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH;
+}
+
+}  // namespace
+
+// ---- what the signal handler reads -------------------------------------------------------
+
+namespace detail {
+struct WatchShared {
+  struct Slot {
+    std::atomic<int64_t> pid{0};
+    std::atomic<bool> local{false};
+    std::atomic<int> current{0};
+    // Two copies: the main thread writes the one not current, then flips `current`.
+    char line[2][kLineBytes] = {};    // "" while the worker holds nothing
+    char brief[2][kBriefBytes] = {};  // "rank 2: segment 7 (…)"
+  };
+  explicit WatchShared(int workers) : slots(static_cast<size_t>(workers) + 1) {}
+
+  std::vector<Slot> slots;  // index: worker rank (0 unused)
+  char suffix[kSuffixBytes] = {};
+  // 0: nothing reported yet; otherwise who reported: a worker's rank (a death), or -1 (the
+  // SIGTERM summary). Whoever sets it prints; nobody prints twice.
+  std::atomic<int> reported{0};
+  std::atomic<bool> handler_printed{false};
+  bool installed = false;
+  struct sigaction old_cont {};
+  struct sigaction old_term {};
+  WatchShared* previous = nullptr;
+};
+}  // namespace detail
+using detail::WatchShared;
+
+namespace {
+std::atomic<WatchShared*> g_active{nullptr};
+
+// The first worker on this node that holds work and whose process is gone, else 0.
+int find_dead(WatchShared& s) {
+  for (size_t w = 1; w < s.slots.size(); ++w) {
+    auto& slot = s.slots[w];
+    if (!slot.local.load() || slot.line[slot.current.load()][0] == '\0') continue;
+    if (gone_by_kill(slot.pid.load())) return static_cast<int>(w);
+  }
+  return 0;
+}
+
+void on_signal(int sig) {
+  const int saved_errno = errno;
+  WatchShared* s = g_active.load();
+  if (s != nullptr) {
+    const int dead = find_dead(*s);
+    int expected = 0;
+    if (dead > 0 && s->reported.compare_exchange_strong(expected, dead)) {
+      auto& slot = s->slots[static_cast<size_t>(dead)];
+      write_all(slot.line[slot.current.load()]);
+      s->handler_printed.store(true);
+    } else if (dead == 0 && sig == SIGTERM && s->reported.compare_exchange_strong(expected, -1)) {
+      write_all(
+          "hypic: error: rank 0 got SIGTERM (a launcher sends it when a rank dies or the job is "
+          "cancelled)");
+      bool any = false;
+      for (size_t w = 1; w < s->slots.size(); ++w) {
+        auto& slot = s->slots[w];
+        const char* brief = slot.brief[slot.current.load()];
+        if (brief[0] == '\0') continue;
+        write_all(any ? "; " : "; the workers held: ");
+        write_all(brief);
+        any = true;
+      }
+      if (!any) write_all("; no worker held a segment");
+      write_all("; ");
+      write_all(s->suffix);
+      write_all("\n");
+    }
+    if (sig == SIGTERM) {
+      // Let SIGTERM do what it did before: restore the old action, deliver it on return.
+      sigaction(SIGTERM, &s->old_term, nullptr);
+      raise(SIGTERM);
+    } else if (s->old_cont.sa_handler != SIG_DFL && s->old_cont.sa_handler != SIG_IGN &&
+               !(s->old_cont.sa_flags & SA_SIGINFO)) {
+      s->old_cont.sa_handler(sig);
+    }
+  }
+  errno = saved_errno;
+}
+
+std::string pid_namespace() {
+  char buf[128];
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+class Reader {
+ public:
+  Reader(const uint8_t* d, size_t n) : d_(d), n_(n) {}
+  template <class T>
+  T get() {
+    require(at_ + sizeof(T) <= n_, "worker announcement: truncated message");
+    T v;
+    std::memcpy(&v, d_ + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::string get_string() {
+    const uint32_t len = get<uint32_t>();
+    require(at_ + len <= n_, "worker announcement: truncated message");
+    std::string s(reinterpret_cast<const char*>(d_ + at_), len);
+    at_ += len;
+    return s;
+  }
+
+ private:
+  const uint8_t* d_;
+  size_t n_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+ProcessIdentity this_process(MPI_Comm comm) {
+  ProcessIdentity id;
+  MPI_Comm_rank(comm, &id.rank);
+  id.pid = static_cast<int64_t>(::getpid());
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host - 1);
+  id.host = host;
+  id.pid_namespace = pid_namespace();
+  return id;
+}
+
+std::vector<uint8_t> serialize_identity(const ProcessIdentity& id) {
+  const std::string host = id.host.substr(0, 255), ns = id.pid_namespace.substr(0, 255);
+  std::vector<uint8_t> out(4 + 4 + 8 + 4 + host.size() + 4 + ns.size());
+  size_t at = 0;
+  auto put = [&](const void* p, size_t n) {
+    if (n > 0) std::memcpy(out.data() + at, p, n);
+    at += n;
+  };
+  auto put_string = [&](const std::string& s) {
+    const uint32_t n = static_cast<uint32_t>(s.size());
+    put(&n, sizeof n);
+    put(s.data(), n);
+  };
+  put(&kHelloMagic, sizeof kHelloMagic);
+  const int32_t rank = id.rank;
+  put(&rank, sizeof rank);
+  put(&id.pid, sizeof id.pid);
+  put_string(host);
+  put_string(ns);
+  return out;
+}
+
+ProcessIdentity deserialize_identity(const uint8_t* data, size_t size) {
+  Reader r(data, size);
+  require(r.get<uint32_t>() == kHelloMagic, "worker announcement: not a hypic message");
+  ProcessIdentity id;
+  id.rank = r.get<int32_t>();
+  id.pid = r.get<int64_t>();
+  id.host = r.get_string();
+  id.pid_namespace = r.get_string();
+  return id;
+}
+
+void announce_worker(MPI_Comm comm, int driver_rank) {
+  const std::vector<uint8_t> bytes = serialize_identity(this_process(comm));
+  check_mpi(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, driver_rank, kTagHello,
+                     comm),
+            "MPI_Send(worker announcement)");
+}
+
+bool process_gone(int64_t pid) {
+  if (pid <= 0) return false;
+  if (gone_by_kill(pid)) return true;
+  // A zombie still answers kill(): it has died but its parent has not collected it yet.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  const char state = text[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+// ---- WorkerWatch -------------------------------------------------------------------------
+
+WorkerWatch::WorkerWatch(MPI_Comm comm, std::string after_death, bool install_handlers)
+    : comm_(comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  workers_ = size - 1;
+  shared_ = std::make_unique<WatchShared>(workers_);
+  copy_cut(shared_->suffix, kSuffixBytes, after_death, false);
+  ids_.resize(static_cast<size_t>(size));
+  held_.resize(static_cast<size_t>(size));
+  gone_since_.assign(static_cast<size_t>(size), 0.0);
+  hello_buffers_.assign(static_cast<size_t>(size), std::vector<uint8_t>(kHelloBytes));
+  hello_requests_.assign(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  for (int w = 1; w <= workers_; ++w) {
+    auto& buf = hello_buffers_[static_cast<size_t>(w)];
+    check_mpi(MPI_Irecv(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, w, kTagHello, comm,
+                        &hello_requests_[static_cast<size_t>(w)]),
+              "MPI_Irecv(worker announcement)");
+  }
+  shared_->previous = g_active.exchange(shared_.get());
+  if (install_handlers) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGCONT, &sa, &shared_->old_cont);
+    sigaction(SIGTERM, &sa, &shared_->old_term);
+    shared_->installed = true;
+  }
+}
+
+WorkerWatch::~WorkerWatch() {
+  if (shared_->installed) {
+    sigaction(SIGCONT, &shared_->old_cont, nullptr);
+    sigaction(SIGTERM, &shared_->old_term, nullptr);
+  }
+  g_active.store(shared_->previous);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  for (MPI_Request& r : hello_requests_) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);  // a cancelled receive completes locally
+  }
+}
+
+void WorkerWatch::receive_announcements() {
+  for (int w = 1; w <= workers_; ++w) {
+    MPI_Request& r = hello_requests_[static_cast<size_t>(w)];
+    if (r == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Status status;
+    check_mpi(MPI_Test(&r, &done, &status), "MPI_Test(worker announcement)");
+    if (!done) continue;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    ProcessIdentity id = deserialize_identity(hello_buffers_[static_cast<size_t>(w)].data(),
+                                              static_cast<size_t>(count));
+    const ProcessIdentity me = this_process(comm_);
+    auto& slot = shared_->slots[static_cast<size_t>(w)];
+    slot.pid.store(id.pid);
+    slot.local.store(id.host == me.host && !id.pid_namespace.empty() &&
+                     id.pid_namespace == me.pid_namespace);
+    ids_[static_cast<size_t>(w)] = std::move(id);
+    publish(w);
+  }
+}
+
+bool WorkerWatch::known(int worker) const {
+  return ids_.at(static_cast<size_t>(worker)).pid > 0;
+}
+
+bool WorkerWatch::local(int worker) const {
+  return shared_->slots.at(static_cast<size_t>(worker)).local.load();
+}
+
+void WorkerWatch::publish(int worker) {
+  auto& slot = shared_->slots[static_cast<size_t>(worker)];
+  const auto& held = held_[static_cast<size_t>(worker)];
+  const int next = 1 - slot.current.load();
+  if (held.empty()) {
+    slot.line[next][0] = '\0';
+    slot.brief[next][0] = '\0';
+  } else {
+    const ProcessIdentity& id = ids_[static_cast<size_t>(worker)];
+    const std::string where =
+        id.pid > 0 ? "pid " + std::to_string(id.pid) + " on " + id.host : "pid not yet known";
+    const std::string segment =
+        "segment " + std::to_string(held.front().first) + " (" + held.front().second + ")";
+    const std::string more = held.size() > 1 ? "; " + std::to_string(held.size() - 1) +
+                                                   " more segment(s) were queued on it"
+                                             : "";
+    copy_cut(slot.line[next], kLineBytes,
+             "hypic: error: worker rank " + std::to_string(worker) + " (" + where +
+                 ") died while computing " + segment + more + "; " + shared_->suffix,
+             true);
+    copy_cut(slot.brief[next], kBriefBytes,
+             "rank " + std::to_string(worker) + " " + segment +
+                 (held.size() > 1 ? " and " + std::to_string(held.size() - 1) + " queued" : ""),
+             false);
+  }
+  slot.current.store(next);
+}
+
+void WorkerWatch::assign(int worker, int64_t segment, const std::string& label) {
+  require(worker >= 1 && worker <= workers_,
+          "worker watch: no worker rank " + std::to_string(worker));
+  held_[static_cast<size_t>(worker)].emplace_back(segment, label);
+  publish(worker);
+}
+
+void WorkerWatch::received(int worker, int64_t segment) {
+  if (worker < 1 || worker > workers_) return;
+  auto& held = held_[static_cast<size_t>(worker)];
+  const auto it =
+      std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.first == segment; });
+  if (it == held.end()) return;
+  held.erase(it);
+  publish(worker);
+}
+
+std::vector<int64_t> WorkerWatch::holding(int worker) const {
+  std::vector<int64_t> out;
+  for (const auto& h : held_.at(static_cast<size_t>(worker))) out.push_back(h.first);
+  return out;
+}
+
+void WorkerWatch::check() {
+  auto died = [&](int w, bool printed) {
+    const auto& slot = shared_->slots[static_cast<size_t>(w)];
+    std::string line = slot.line[slot.current.load()];
+    const std::string prefix = "hypic: error: ";
+    if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    const auto& held = held_[static_cast<size_t>(w)];
+    throw WorkerDied(w, held.empty() ? -1 : held.front().first, line, printed);
+  };
+  if (shared_->handler_printed.load()) died(shared_->reported.load(), true);
+  const double t = now_s();
+  if (t - last_check_s_ < 0.010) return;
+  last_check_s_ = t;
+  receive_announcements();
+  for (int w = 1; w <= workers_; ++w) {
+    double& since = gone_since_[static_cast<size_t>(w)];
+    if (held_[static_cast<size_t>(w)].empty() || !local(w) ||
+        !process_gone(ids_[static_cast<size_t>(w)].pid)) {
+      since = 0;
+      continue;
+    }
+    if (since == 0) since = t;
+    if (t - since < 0.100) continue;  // its last entry may still be on the way
+    int expected = 0;
+    if (shared_->reported.compare_exchange_strong(expected, w)) died(w, false);
+    if (shared_->handler_printed.load()) died(shared_->reported.load(), true);
+  }
+}
+
+}  // namespace hypic::cluster
