@@ -1,61 +1,78 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds (Release) and runs the main job on the embedded default
-# in inputs/: warm-up of the corpus into an HDF5 segment store, then a batch of RAG-style
-# queries (several passages in shuffled order, then a question) served in pic mode and, for
-# comparison, prefix and full mode, with TTFT and agreement with full recompute.
-# Outputs: outputs/demo/. The embedded model has random weights (inputs/models/*/README.md):
-# its answers are noise; the caching mechanics, timings and fidelity are real.
+# Installs what is missing, builds (Release) and runs the main job on the embedded default in
+# inputs/: the small trained hybrid model inputs/models/qwen3_5-synthqa (scripts/train_tiny.py)
+# and its synthetic multi-document QA corpus.
+#   1. warm-up: `mpirun -n RANKS hypic warmup` turns every passage of the corpus into a segment
+#      entry of an HDF5 store (rank 0 plans, workers compute);
+#   2. a batch of questions, each over 3-6 passages in shuffled order, served in pic mode from
+#      the store, and for comparison in prefix and full (recompute) mode;
+#   3. a few questions with their answers, then TTFT and answer score (EM, F1) per mode.
+# Environment: HYPIC_DEMO_RANKS (default 2), HYPIC_DEMO_QUERIES (default 100),
+# HYPIC_BUILD_DIR (default build). Outputs: outputs/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 BUILD_DIR=${HYPIC_BUILD_DIR:-build}
 HYPIC="$BUILD_DIR/src/hypic"
-MODEL=inputs/models/qwen3_5-small
-CORPUS=inputs/corpus/towns.jsonl
-QUERIES=inputs/corpus/queries.jsonl
+MODEL=inputs/models/qwen3_5-synthqa
+CORPUS=inputs/corpus/synthqa.jsonl
+ALL_QUERIES=inputs/corpus/synthqa_queries.jsonl
 OUT=outputs/demo
 STORE="$OUT/store.h5"
-RANKS=${HYPIC_DEMO_RANKS:-1}
+RANKS=${HYPIC_DEMO_RANKS:-2}
+NQ=${HYPIC_DEMO_QUERIES:-100}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$OUT"
 mkdir -p "$OUT"
-run() { mpirun -n "$RANKS" --oversubscribe "$HYPIC" "$@"; }
+QUERIES="$OUT/queries.jsonl"
+head -n "$NQ" "$ALL_QUERIES" >"$QUERIES"
+mpi() { mpirun -n "$RANKS" --oversubscribe "$HYPIC" "$@"; }
 
 echo "== build and machine"
-run info
+"$HYPIC" info
 echo
-echo "== the embedded model"
-run model info --model "$MODEL"
+echo "== the embedded model (inputs/models/qwen3_5-synthqa/README.md says how it was trained)"
+"$HYPIC" model info --model "$MODEL"
 echo
-echo "== warm-up: every passage of $CORPUS becomes a segment entry in $STORE"
-run warmup --model "$MODEL" --corpus "$CORPUS" --store "$STORE"
-run inspect --store "$STORE" --verify
+echo "== warm-up on $RANKS ranks: every passage of $CORPUS becomes a segment entry in $STORE"
+mpi warmup --model "$MODEL" --corpus "$CORPUS" --store "$STORE" --ranks "$RANKS"
+"$HYPIC" inspect --store "$STORE" --verify
 echo
 for mode in pic prefix full; do
-  echo "== serve $QUERIES in $mode mode"
+  echo "== serve $NQ questions in $mode mode"
   extra=()
   [ "$mode" = pic ] && extra=(--compare-full)
-  run serve --model "$MODEL" --store "$STORE" --corpus "$CORPUS" --queries "$QUERIES" \
+  "$HYPIC" serve --model "$MODEL" --store "$STORE" --corpus "$CORPUS" --queries "$QUERIES" \
     --mode "$mode" --out "$OUT/$mode" "${extra[@]}"
 done
 echo
-echo "== a few answers (pic mode)"
-head -n 3 "$OUT/pic/predictions.jsonl"
-echo
-echo "== TTFT by mode (ms) and agreement of pic with full recompute"
-python3 - "$OUT" <<'PY' 2>/dev/null || cat "$OUT"/*/metrics.json
-import json, sys
-out = sys.argv[1]
-rows = {m: json.load(open(f"{out}/{m}/metrics.json")) for m in ("pic", "prefix", "full")}
-print(f"{'mode':8} {'p50':>9} {'p99':>9} {'mean':>9}")
-for m, j in rows.items():
-    t = j["ttft_ms"]
-    print(f"{m:8} {t['p50']:9.1f} {t['p99']:9.1f} {t['mean']:9.1f}")
-p = rows["pic"]["ttft_ms"]["p50"]
-print(f"prefix/pic {rows['prefix']['ttft_ms']['p50'] / p:.2f}x, full/pic {rows['full']['ttft_ms']['p50'] / p:.2f}x at p50")
-if "compare_full" in rows["pic"]:
-    print("pic vs full:", json.dumps(rows["pic"]["compare_full"]))
+python3 - "$OUT" "$QUERIES" <<'PY'
+import json, statistics, sys
+out, queries = sys.argv[1], sys.argv[2]
+qs = {}
+for line in open(queries):
+    q = json.loads(line)
+    qs[q["id"]] = q["question"].split("Question: ")[-1].split("\n")[0]
+modes = ("pic", "prefix", "full")
+preds = {m: [json.loads(l) for l in open(f"{out}/{m}/predictions.jsonl")] for m in modes}
+print("== a few questions, answered in pic mode from the warm store")
+for p in preds["pic"][:5]:
+    ok = "right" if p["exact_match"] else "wrong"
+    print(f"  {qs[p['id']]}\n    -> {p['answer'].strip()!r} (gold {p['answers'][0]!r}, {ok})")
+print()
+print(f"== TTFT and answer score over {len(preds['pic'])} questions")
+print(f"{'mode':8} {'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'EM %':>7} {'F1 %':>7}")
+row = {}
+for m in modes:
+    t = json.load(open(f"{out}/{m}/metrics.json"))["ttft_ms"]
+    em = 100 * statistics.mean(p["exact_match"] for p in preds[m])
+    f1 = 100 * statistics.mean(p["f1"] for p in preds[m])
+    row[m] = (t["p50"], em)
+    print(f"{m:8} {t['p50']:12.1f} {t['p99']:12.1f} {em:7.1f} {f1:7.1f}")
+print(f"pic is {row['prefix'][0] / row['pic'][0]:.1f}x faster than prefix and "
+      f"{row['full'][0] / row['pic'][0]:.1f}x faster than full at p50; EM pic - full = "
+      f"{row['pic'][1] - row['full'][1]:+.1f} points")
 PY
 echo
-echo "demo finished; outputs in $OUT/"
+echo "demo finished; outputs in $OUT/ (for the full quality table: README, 'Answer quality')"

@@ -6,9 +6,9 @@
 #   HYPIC_ROOT      repository root (default: found from the submitted script's
 #                   path, else $SLURM_SUBMIT_DIR)
 #   HYPIC_BIN       hypic binary (default $HYPIC_ROOT/build/src/hypic)
-#   MODEL           model folder (default $HYPIC_ROOT/inputs/models/qwen3_5-small)
-#   CORPUS          corpus JSONL {"id", "text" | "tokens"} (default $HYPIC_ROOT/inputs/corpus/towns.jsonl)
-#   QUERIES         queries JSONL (default $HYPIC_ROOT/inputs/corpus/queries.jsonl)
+#   MODEL           model folder (default $HYPIC_ROOT/inputs/models/qwen3_5-synthqa)
+#   CORPUS          corpus JSONL {"id", "text" | "tokens"} (default $HYPIC_ROOT/inputs/corpus/synthqa.jsonl)
+#   QUERIES         queries JSONL (default $HYPIC_ROOT/inputs/corpus/synthqa_queries.jsonl)
 #   STORE           segment store (default $HYPIC_ROOT/outputs/store/warmup.h5)
 #   JUNCTION        junction window, tokens or a share in (0,1] (default 8)
 #   NTASKS          MPI ranks per hypic run (default $SLURM_NTASKS, else 1)
@@ -21,9 +21,9 @@ hypic_log() { echo "hypic-job: $*"; }
 
 HYPIC_ROOT=${HYPIC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 HYPIC_BIN=${HYPIC_BIN:-$HYPIC_ROOT/build/src/hypic}
-MODEL=${MODEL:-$HYPIC_ROOT/inputs/models/qwen3_5-small}
-CORPUS=${CORPUS:-$HYPIC_ROOT/inputs/corpus/towns.jsonl}
-QUERIES=${QUERIES:-$HYPIC_ROOT/inputs/corpus/queries.jsonl}
+MODEL=${MODEL:-$HYPIC_ROOT/inputs/models/qwen3_5-synthqa}
+CORPUS=${CORPUS:-$HYPIC_ROOT/inputs/corpus/synthqa.jsonl}
+QUERIES=${QUERIES:-$HYPIC_ROOT/inputs/corpus/synthqa_queries.jsonl}
 STORE=${STORE:-$HYPIC_ROOT/outputs/store/warmup.h5}
 JUNCTION=${JUNCTION:-8}
 NTASKS=${NTASKS:-${SLURM_NTASKS:-1}}

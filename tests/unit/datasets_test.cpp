@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -173,9 +174,9 @@ TEST(Datasets, SplitRulesEdgeCases) {
 TEST(Templates, LoadsOneFileForEveryDataset) {
   const auto names = templates().names();
   for (const std::string ds :
-       {"hotpotqa", "2wikimqa", "musique", "multi_news", "triviaqa", "gov_report"})
+       {"hotpotqa", "2wikimqa", "musique", "multi_news", "triviaqa", "gov_report", "synthqa"})
     EXPECT_TRUE(templates().has(ds)) << ds;
-  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.size(), 7u);
   EXPECT_EQ(templates().get("hotpotqa_e").dataset, "hotpotqa");
   EXPECT_EQ(templates().get("multi_news").metric, "rouge_l");
   EXPECT_EQ(templates().get("gov_report").max_answer_tokens, 512);
@@ -214,6 +215,46 @@ TEST(Templates, RefusesBrokenTemplateFiles) {
   ex.question = "q";
   EXPECT_EQ(ev::render_prompt(ok.get("x"), ex), "P[a][b]q?");
   EXPECT_THROW(ev::TemplateSet::load(kData + "missing-templates.json"), hypic::Error);
+}
+
+// The embedded model's held-out data (scripts/train_tiny.py): `hypic eval` on the LongBench
+// file and `hypic serve` on the corpus + query files build the same pieces, a passage renders
+// the same wherever it appears (no {index}), and every question has its gold answer in one
+// of its passages (two_hop: the town of the company in another passage).
+TEST(Datasets, SynthqaEvalAndServeFilesBuildTheSamePrompts) {
+  const std::string dir = std::string(HYPIC_TEST_DATA_DIR) + "/../../inputs/";
+  const auto& t = templates().get("synthqa");
+  const auto read = ev::read_dataset(dir + "datasets/synthqa.jsonl", "synthqa", t.split);
+  ASSERT_GE(read.examples.size(), 500u);
+  std::map<std::string, std::string> corpus;
+  std::ifstream cin(dir + "corpus/synthqa.jsonl");
+  for (std::string line; std::getline(cin, line);) {
+    const json j = json::parse(line);
+    corpus[j["id"].get<std::string>()] = j["text"].get<std::string>();
+  }
+  std::ifstream qin(dir + "corpus/synthqa_queries.jsonl");
+  size_t n = 0;
+  for (std::string line; std::getline(qin, line); ++n) {
+    ASSERT_LT(n, read.examples.size());
+    const auto& ex = read.examples[n];
+    const json q = json::parse(line);
+    EXPECT_EQ(q["prefix"].get<std::string>(), t.prefix);
+    EXPECT_EQ(q["question"].get<std::string>(), ev::render_suffix(t, ex.question)) << ex.id;
+    EXPECT_EQ(q["answers"].get<std::vector<std::string>>(), ex.answers) << ex.id;
+    const auto ids = q["segments"].get<std::vector<std::string>>();
+    ASSERT_EQ(ids.size(), ex.segments.size()) << ex.id;
+    ASSERT_GE(ids.size(), 3u);
+    ASSERT_LE(ids.size(), 6u);
+    bool found = false;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(corpus.count(ids[i])) << ids[i];
+      EXPECT_EQ(ev::render_segment(t, i + 1, ex.segments[i]), corpus[ids[i]]) << ex.id;
+      EXPECT_EQ(ev::render_segment(t, 9, ex.segments[i]), corpus[ids[i]]) << ex.id;
+      found = found || ex.segments[i].find(" " + ex.answers[0]) != std::string::npos;
+    }
+    EXPECT_TRUE(found) << ex.id << ": answer " << ex.answers[0] << " in no passage";
+  }
+  EXPECT_EQ(n, read.examples.size());
 }
 
 }  // namespace

@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""Trains hypic's embedded default model: a small Qwen3.5-architecture hybrid that answers
+questions over several shuffled passages.
+
+What it does, in order (all seeded; see --help for the knobs):
+
+1. Builds the synthetic multi-document QA task ("synthqa"). Vocabulary pools (invented
+   first names, surnames, towns and company names; real jobs and products) are fixed by
+   --seed. A *passage* is a person ("Tarik Velmo\nTarik Velmo was born in Orsk. Tarik
+   Velmo was born in 1843. Tarik Velmo worked as a baker. Tarik Velmo worked at Quenby
+   Mills.") or a company ("Quenby Mills\nQuenby Mills is based in Dravo. Quenby Mills was
+   founded in 1902. Quenby Mills makes rope."). A *prompt* is 3-6 passages in random
+   order, then a question whose answer is a short span of one passage; about one question
+   in six needs two passages (the town of the company a person worked at).
+2. Trains a byte-level BPE tokenizer of the Qwen2/Qwen3 kind (NFC, Qwen's Split pattern +
+   ByteLevel, <|endoftext|> = id 0 = end of answer) on generated text.
+3. Trains Qwen3_5ForCausalLM from transformers (Gated DeltaNet and gated full attention in
+   the 3:1 pattern), in two stages:
+   - copying: batches of random token blocks repeated 2-3 times, until the loss on the
+     repeats is below 1 nat (a few hundred steps). The QA task alone leaves a model of this
+     size on a plateau (answers guessed from their type, EM ~0) for longer than an hour:
+     measured, see the model card;
+   - QA: freshly generated prompts, each tokenized piece by piece exactly as `hypic eval`
+     and `hypic serve` do (prefix, each passage, question suffix separately), followed by
+     up to --followups more questions on the same passages (more answers per prompt token;
+     the first question is exactly the evaluation format), 2-4 passages for the first
+     quarter of the stage, then 3-6; a tenth of each batch stays copying rows. Loss: mean
+     over answer tokens (and their end token) + --lm-weight x mean over the other tokens.
+   The run ends after --steps or --minutes, whichever comes first; the learning rate
+   follows that progress (5 % warm-up, cosine to 5 %).
+4. Writes the model folder (config.json, model.safetensors in float32, tokenizer.json,
+   training.json with the log) and the held-out data, drawn from worlds with other seeds:
+     inputs/datasets/synthqa.jsonl        test set, LongBench JSONL (hypic eval)
+     inputs/datasets/synthqa_dev.jsonl    dev set (monitored during training)
+     inputs/corpus/synthqa.jsonl          the test world's passages, {"id","text"} (warmup)
+     inputs/corpus/synthqa_queries.jsonl  test queries in `hypic serve`'s format
+
+Needs: pip install torch transformers tokenizers safetensors. CPU only; about an hour on
+two cores with the defaults (the script prints its speed). Data only: --data-only.
+"""
+import argparse
+import json
+import math
+import pathlib
+import random
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The prompt pieces. templates.json's "synthqa" entry holds the same strings; the check in
+# write_datasets() refuses to run when they differ.
+PREFIX = "Read the passages, then answer the question.\n\n"
+SEGMENT = "{text}\n"
+SUFFIX = "\nQuestion: {input}\nAnswer:"
+EOS = "<|endoftext|>"
+SPECIAL = [EOS, "<|im_start|>", "<|im_end|>"]
+QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+JOBS = ["baker", "miller", "teacher", "nurse", "painter", "sailor", "farmer", "weaver",
+        "doctor", "clerk", "tailor", "smith", "potter", "mason", "carpenter", "brewer",
+        "printer", "chemist", "pilot", "engineer", "architect", "judge", "butcher", "fisher",
+        "singer", "poet", "lawyer", "banker", "cook", "gardener"]
+PRODUCTS = ["rope", "glass", "paper", "soap", "cheese", "bicycles", "lamps", "clocks",
+            "boots", "wool", "bricks", "ink", "candles", "barrels", "nails", "sails",
+            "tiles", "maps", "pianos", "radios"]
+COMPANY_KINDS = ["Mills", "Works", "Labs", "Foods", "Freight", "Textiles", "Motors", "Press"]
+ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr",
+          "gr", "kr", "tr", "st", "th", "sh", "ch", "h", "j", "w"]
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ei", "ou"]
+CODAS = ["", "", "", "n", "r", "l", "s", "k", "m", "th", "nd", "rk"]
+TOWN_ENDS = ["", "", "holm", "ford", "vik", "dal", "burg", "ton"]
+QUESTION_KINDS = ["born_where", "born_when", "job", "employer", "company_where",
+                  "company_when", "product", "two_hop"]
+
+
+def word(rng, syllables):
+    s = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
+                for _ in range(syllables))
+    return s[0].upper() + s[1:]
+
+
+def unique_words(rng, n, make):
+    out, seen = [], set()
+    while len(out) < n:
+        w = make()
+        if w not in seen and 3 <= len(w) <= 11:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+class Pools:
+    """The fixed vocabulary of the task (names, towns, companies), drawn once from --seed."""
+
+    def __init__(self, seed):
+        rng = random.Random(seed * 7919 + 1)
+        self.first = unique_words(rng, 120, lambda: word(rng, 2))
+        self.last = unique_words(rng, 120, lambda: word(rng, rng.choice([2, 3])))
+        self.towns = unique_words(rng, 80, lambda: word(rng, rng.choice([1, 2])) +
+                                  rng.choice(TOWN_ENDS))
+        stems = unique_words(rng, 60, lambda: word(rng, 2))
+        self.companies = [f"{s} {rng.choice(COMPANY_KINDS)}" for s in stems]
+
+
+class World:
+    """Persons and companies with random facts. Every name is unique within a world."""
+
+    def __init__(self, pools, rng, n_persons, n_companies):
+        self.companies = []
+        for name in rng.sample(pools.companies, n_companies):
+            self.companies.append({"kind": "company", "name": name,
+                                   "town": rng.choice(pools.towns),
+                                   "year": rng.randint(1800, 1999),
+                                   "product": rng.choice(PRODUCTS)})
+        names = set()
+        self.persons = []
+        while len(self.persons) < n_persons:
+            name = f"{rng.choice(pools.first)} {rng.choice(pools.last)}"
+            if name in names:
+                continue
+            names.add(name)
+            self.persons.append({"kind": "person", "name": name,
+                                 "he": rng.choice(["He", "She"]),
+                                 "town": rng.choice(pools.towns),
+                                 "year": rng.randint(1800, 1999),
+                                 "job": rng.choice(JOBS),
+                                 "company": rng.choice(self.companies)["name"]})
+        self.by_name = {e["name"]: e for e in self.persons + self.companies}
+
+
+STYLE = "repeat"  # set from --style in main()
+
+
+def passage_text(e):
+    """Title line, then the facts (no trailing newline: the template adds it).
+
+    Styles: "distinct" names the subject in every sentence and gives every fact its own
+    relation words ("X's birth year is 1843"), so each fact is a few tokens after its
+    subject and no two facts share a cue; "repeat" names the subject in every sentence but
+    reuses cues ("was born in" for town and year); "prose" uses pronouns and longer
+    sentences. Measured on the dev set, the same budget learns them in that order of ease
+    (model card)."""
+    n = e["name"]
+    if STYLE == "prose":
+        if e["kind"] == "person":
+            body = (f"{n} was born in {e['town']} in {e['year']}. {e['he']} worked as a "
+                    f"{e['job']} at {e['company']}.")
+        else:
+            body = (f"{n} is based in {e['town']}. It was founded in {e['year']} and "
+                    f"makes {e['product']}.")
+    elif STYLE == "repeat":
+        if e["kind"] == "person":
+            body = (f"{n} was born in {e['town']}. {n} was born in {e['year']}. {n} worked as "
+                    f"a {e['job']}. {n} worked at {e['company']}.")
+        else:
+            body = (f"{n} is based in {e['town']}. {n} was founded in {e['year']}. {n} makes "
+                    f"{e['product']}.")
+    elif e["kind"] == "person":
+        body = (f"{n} was born in {e['town']}. {n}'s birth year is {e['year']}. {n}'s job is "
+                f"{e['job']}. {n}'s employer is {e['company']}.")
+    else:
+        body = (f"{n} is based in {e['town']}. {n}'s founding year is {e['year']}. {n}'s "
+                f"product is {e['product']}.")
+    return f"{n}\n{body}"
+
+
+def question(e, kind, world):
+    """(question, answer, the entities whose passages are needed)."""
+    if kind == "born_where":
+        return f"Where was {e['name']} born?", e["town"], [e]
+    if kind == "born_when":
+        return f"In which year was {e['name']} born?", str(e["year"]), [e]
+    if kind == "job":
+        return f"What was {e['name']}'s job?", e["job"], [e]
+    if kind == "employer":
+        return f"Which company did {e['name']} work at?", e["company"], [e]
+    if kind == "company_where":
+        return f"Where is {e['name']} based?", e["town"], [e]
+    if kind == "company_when":
+        return f"In which year was {e['name']} founded?", str(e["year"]), [e]
+    if kind == "product":
+        return f"What does {e['name']} make?", e["product"], [e]
+    c = world.by_name[e["company"]]
+    return (f"Where is the company that {e['name']} worked at based?", c["town"], [e, c])
+
+
+def draw_query(world, rng, passages=(3, 6)):
+    """One prompt: question kind, needed passages, distractors (passages = (fewest, most)
+    in all), shuffled."""
+    kind = rng.choices(QUESTION_KINDS, weights=[1, 1, 1, 1, 1, 1, 1, 1.4])[0]
+    if kind in ("company_where", "company_when", "product"):
+        target = rng.choice(world.companies)
+    else:
+        target = rng.choice(world.persons)
+    q, a, needed = question(target, kind, world)
+    n = max(len(needed), rng.randint(passages[0], passages[1]))
+    chosen = {e["name"] for e in needed}
+    entities = list(needed)
+    while len(entities) < n:
+        pool = world.persons if rng.random() < 0.6 else world.companies
+        e = rng.choice(pool)
+        if e["name"] not in chosen:
+            chosen.add(e["name"])
+            entities.append(e)
+    rng.shuffle(entities)
+    return {"kind": kind, "question": q, "answer": a, "entities": entities}
+
+
+def training_example(pools, rng, passages=(3, 6), followups=7):
+    """A fresh small world per example, so facts cannot be memorised, only read. Up to
+    `followups` more questions on the same passages follow the first (each after the
+    previous answer's end token): more answer tokens per prompt token; the first question is
+    exactly the eval format."""
+    world = World(pools, rng, n_persons=6, n_companies=5)
+    ex = draw_query(world, rng, passages)
+    ex["more"] = []
+    names = {e["name"] for e in ex["entities"]}
+    for _ in range(rng.randint(0, followups)):
+        e = rng.choice(ex["entities"])
+        if e["kind"] == "company":
+            kinds = ["company_where", "company_when", "product"]
+        else:
+            kinds = ["born_where", "born_when", "job", "employer"] + (
+                ["two_hop"] * 2 if e["company"] in names else [])
+        q, a, _ = question(e, rng.choice(kinds), world)
+        ex["more"].append((q, a))
+    return ex
+
+
+def pieces(ex):
+    return ([PREFIX] + [SEGMENT.format(text=passage_text(e)) for e in ex["entities"]] +
+            [SUFFIX.format(input=ex["question"])])
+
+
+# ---------------------------------------------------------------------------------------
+# tokenizer
+
+
+def train_tokenizer(pools, seed, vocab_size):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
+    from tokenizers import pre_tokenizers, processors, trainers
+
+    rng = random.Random(seed + 17)
+    texts = []
+    for _ in range(3000):
+        ex = training_example(pools, rng)
+        texts.append("".join(pieces(ex)) + " " + ex["answer"])
+    # Every pool word once more, so rare names still get whole-word tokens.
+    texts += [" ".join(pools.first + pools.last + pools.towns + pools.companies)]
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIAL), min_frequency=2,
+                                  special_tokens=[], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    # Specials after training get the ids at the end; we want <|endoftext|> = 0 like the
+    # other test tokenizers, so rebuild the vocab with specials first.
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    order = sorted(vocab.items(), key=lambda kv: kv[1])
+    new_vocab = {s: i for i, s in enumerate(SPECIAL)}
+    for piece, _ in order:
+        new_vocab[piece] = len(new_vocab)
+    data["model"]["vocab"] = new_vocab
+    data["added_tokens"] = [{"id": i, "content": s, "single_word": False, "lstrip": False,
+                             "rstrip": False, "normalized": False, "special": True}
+                            for i, s in enumerate(SPECIAL)]
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def encode_example(tok, ex):
+    """(prompt ids, answer ids + end token, [(follow-up question ids, answer ids + end)])."""
+    def enc(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    ids = [t for p in pieces(ex) for t in enc(p)]
+    more = [(enc(SUFFIX.format(input=q)), enc(" " + a) + [0]) for q, a in ex.get("more", [])]
+    return ids, enc(" " + ex["answer"]) + [0], more
+
+
+# ---------------------------------------------------------------------------------------
+# held-out data
+
+
+def write_datasets(pools, tok, args):
+    """The test world (seed+101) and the dev world (seed+202); never seen in training."""
+    templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
+    t = templates.get("synthqa")
+    if not t or (t["prefix"], t["segment"], t["suffix"]) != (PREFIX, SEGMENT, SUFFIX):
+        raise SystemExit("inputs/datasets/templates.json's synthqa entry does not match "
+                         "the prompt pieces in scripts/train_tiny.py")
+    sets = {}
+    for name, offset, n in (("synthqa", 101, args.test_queries), ("synthqa_dev", 202, 200)):
+        rng = random.Random(args.seed + offset)
+        world = World(pools, rng, n_persons=150, n_companies=50)
+        ids = {e["name"]: f"{'p' if e['kind'] == 'person' else 'c'}{i:03d}"
+               for i, e in enumerate(world.persons + world.companies)}
+        queries = [draw_query(world, rng) for _ in range(n)]
+        sets[name] = (world, ids, queries)
+        with open(ROOT / f"inputs/datasets/{name}.jsonl", "w") as f:
+            for i, q in enumerate(queries):
+                context = "\n".join(f"Passage {k + 1}:\n{passage_text(e)}"
+                                    for k, e in enumerate(q["entities"]))
+                line = {"input": q["question"], "context": context, "answers": [q["answer"]],
+                        "length": len(context.split()), "dataset": "synthqa",
+                        "language": "en", "all_classes": None, "_id": f"{name}-{i:04d}",
+                        "kind": q["kind"]}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    world, ids, queries = sets["synthqa"]
+    (ROOT / "inputs/corpus").mkdir(exist_ok=True)
+    with open(ROOT / "inputs/corpus/synthqa.jsonl", "w") as f:
+        for e in world.persons + world.companies:
+            f.write(json.dumps({"id": ids[e["name"]],
+                                "text": SEGMENT.format(text=passage_text(e))}) + "\n")
+    with open(ROOT / "inputs/corpus/synthqa_queries.jsonl", "w") as f:
+        for i, q in enumerate(queries):
+            f.write(json.dumps({"id": f"q{i:04d}", "prefix": PREFIX,
+                                "segments": [ids[e["name"]] for e in q["entities"]],
+                                "question": SUFFIX.format(input=q["question"]),
+                                "max_new_tokens": 8, "answers": [q["answer"]]}) + "\n")
+    return [encode_example(tok, q) + (q["kind"],) for q in sets["synthqa_dev"][2]]
+
+
+# ---------------------------------------------------------------------------------------
+# model and training
+
+
+def make_config(vocab_size, eos, layers=8):
+    from transformers import Qwen3_5TextConfig
+
+    return Qwen3_5TextConfig(
+        vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=layers,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_conv_kernel_dim=4, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25},
+        tie_word_embeddings=True, eos_token_id=eos, pad_token_id=eos, bos_token_id=None,
+        rms_norm_eps=1e-6, initializer_range=0.02)
+
+
+def induction_row(rng, vocab):
+    """Random tokens repeated 2-3 times: only copying predicts the repeats. A share of such
+    rows in every batch makes the model learn to copy (induction heads) within minutes,
+    which the QA task alone teaches far more slowly."""
+    n = rng.randint(8, 24)
+    block = [rng.randrange(len(SPECIAL), vocab) for _ in range(n)]
+    return block * rng.randint(2, 3), None, n
+
+
+def batch_tensors(examples):
+    """Right-padded ids and per-position loss weights: w_ans where the next token is an
+    answer token (or its end token), w_lm where it is any other real token."""
+    import torch
+
+    seqs, ans_mask = [], []
+    for p, a, more, *_ in examples:
+        if a is None:  # an induction row: no answer; LM loss on the repeats only (2 = ignore)
+            n = more  # the length of the first copy, which nothing predicts
+            seqs.append(list(p))
+            ans_mask.append([2] * n + [0] * (len(p) - n))
+            continue
+        seq, mask = list(p) + list(a), [0] * len(p) + [1] * len(a)
+        for q, qa in more:
+            seq += q + qa
+            mask += [0] * len(q) + [1] * len(qa)
+        seqs.append(seq)
+        ans_mask.append(mask)
+    n = max(len(s) for s in seqs)
+    ids = torch.zeros(len(examples), n, dtype=torch.long)
+    w_ans = torch.zeros(len(examples), n)
+    w_lm = torch.zeros(len(examples), n)
+    for b, (seq, mask) in enumerate(zip(seqs, ans_mask)):
+        ids[b, :len(seq)] = torch.tensor(seq)
+        # position t predicts token t+1
+        m = torch.tensor(mask[1:])
+        w_ans[b, :len(seq) - 1] = (m == 1).float()
+        w_lm[b, :len(seq) - 1] = (m == 0).float()
+    return ids, w_ans, w_lm
+
+
+def losses(model, ids, w_ans, w_lm):
+    import torch.nn.functional as F
+
+    logits = model(input_ids=ids).logits[:, :-1]
+    target = ids[:, 1:]
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                         reduction="none").view_as(target)
+    wa, wl = w_ans[:, :-1], w_lm[:, :-1]
+    ans = (ce * wa).sum() / wa.sum()
+    lm = (ce * wl).sum() / wl.sum()
+    correct = ((logits.argmax(-1) == target) | (wa == 0)).all(dim=1)
+    return ans, lm, correct
+
+
+def evaluate(model, data, batch=50):
+    """Exact match of greedy decoding = every answer token (and the end token) is the argmax."""
+    import torch
+
+    model.eval()
+    hits, per_kind = 0, {}
+    with torch.no_grad():
+        for i in range(0, len(data), batch):
+            chunk = data[i:i + batch]
+            _, _, ok = losses(model, *batch_tensors(chunk))
+            for (_, _, _, kind), good in zip(chunk, ok.tolist()):
+                hits += good
+                k = per_kind.setdefault(kind, [0, 0])
+                k[0] += good
+                k[1] += 1
+    model.train()
+    return hits / len(data), {k: round(v[0] / v[1], 3) for k, v in sorted(per_kind.items())}
+
+
+def export(model, out, info):
+    """config.json, model.safetensors (float32, tied lm_head left out) and training.json."""
+    import torch
+    from safetensors.torch import save_file
+
+    model.config.architectures = ["Qwen3_5ForCausalLM"]
+    model.config.save_pretrained(out)
+    state = {k: v.detach().contiguous().to(torch.float32)
+             for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "training.json").write_text(json.dumps(info, indent=1) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "inputs/models/qwen3_5-synthqa"))
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--minutes", type=float, default=44.0,
+                    help="time budget; training ends at --steps or after this, whichever first")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 GDN : 1 attention)")
+    ap.add_argument("--lm-weight", type=float, default=1.0,
+                    help="weight of the loss on non-answer tokens")
+    ap.add_argument("--induction-steps", type=int, default=600,
+                    help="most steps of the copying stage (stage 1)")
+    ap.add_argument("--induction-share", type=float, default=0.1,
+                    help="share of each batch that is induction rows (induction_row)")
+    ap.add_argument("--style", choices=["distinct", "repeat", "prose"], default="repeat",
+                    help="passage wording (see passage_text)")
+    ap.add_argument("--followups", type=int, default=7,
+                    help="most extra questions per training prompt")
+    ap.add_argument("--curriculum", type=float, default=0.25,
+                    help="share of the run trained on --early-passages instead of 3-6")
+    ap.add_argument("--early-passages", type=lambda t: tuple(int(x) for x in t.split(",")),
+                    default=(2, 4), help="fewest,most passages while in the curriculum")
+    ap.add_argument("--test-queries", type=int, default=600)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--data-only", action="store_true",
+                    help="write the tokenizer and the held-out data, do not train")
+    args = ap.parse_args()
+    global STYLE
+    STYLE = args.style
+
+    import torch
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pools = Pools(args.seed)
+    tok = train_tokenizer(pools, args.seed, args.vocab)
+    tok.save(str(out / "tokenizer.json"))
+    dev = write_datasets(pools, tok, args)
+    print(f"tokenizer: {tok.get_vocab_size()} tokens; dev prompts "
+          f"{sum(len(p) for p, *_ in dev) / len(dev):.0f} tokens on average", flush=True)
+    if args.data_only:
+        return
+
+    cfg = make_config(args.vocab, 0, args.layers)
+    model = Qwen3_5ForCausalLM(cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f} M parameters", flush=True)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98))
+    # Progress is the larger of steps done / --steps and minutes spent / --minutes, so the
+    # run ends (with the learning rate annealed) within the time budget on a slow or busy
+    # machine. A run that ends by steps is reproducible from --seed; training.json records
+    # how far it got.
+    def lr_at(progress):
+        if progress < 0.05:
+            return args.lr * max(progress, 1e-3) / 0.05
+        t = (progress - 0.05) / 0.95
+        return args.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+    rng = random.Random(args.seed)
+    log = []
+    start = time.time()
+    # Stage 1: copying. Induction rows only, until the model copies (loss on the repeats
+    # below 1 nat, vs ln V ~ 7.6 when it cannot) or --induction-steps. Without this the QA
+    # task sits on a plateau (answers guessed by type, EM ~0) for longer than the budget.
+    smooth = None
+    for i in range(args.induction_steps):
+        for g in opt.param_groups:
+            g["lr"] = args.lr * min(1.0, (i + 1) / 20)
+        ids, w_ans, w_lm = batch_tensors([induction_row(rng, tok.get_vocab_size())
+                                          for _ in range(args.batch)])
+        _, lm, _ = losses(model, ids, w_ans, w_lm)
+        opt.zero_grad(set_to_none=True)
+        lm.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        smooth = lm.item() if smooth is None else 0.9 * smooth + 0.1 * lm.item()
+        if (i + 1) % 20 == 0:
+            print(f"copy step {i + 1}: loss on repeats {smooth:.3f}, "
+                  f"{(time.time() - start) / 60:.1f} min", flush=True)
+        if smooth < 1.0:
+            break
+    log.append({"stage": "copy", "steps": i + 1, "loss_on_repeats": round(smooth, 3),
+                "minutes": round((time.time() - start) / 60, 2)})
+
+    tokens = 0
+    step = 0
+    while True:
+        progress = max(step / args.steps, (time.time() - start) / 60 / args.minutes)
+        if progress >= 1.0:
+            break
+        # Curriculum: 2-4 passages for the first quarter of the run, then the test range.
+        passages = args.early_passages if progress < args.curriculum else (3, 6)
+        n_aux = round(args.batch * args.induction_share)
+        examples = [encode_example(tok, training_example(pools, rng, passages, args.followups))
+                    for _ in range(args.batch - n_aux)]
+        examples += [induction_row(rng, tok.get_vocab_size()) for _ in range(n_aux)]
+        ids, w_ans, w_lm = batch_tensors(examples)
+        tokens += int((w_ans + w_lm).sum()) + len(examples)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(progress)
+        ans, lm, correct = losses(model, ids, w_ans, w_lm)
+        loss = ans + args.lm_weight * lm
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        done = step
+        if done % 20 == 0:
+            el = time.time() - start
+            print(f"step {done}: progress {progress:.3f}, answer loss {ans.item():.3f}, lm loss "
+                  f"{lm.item():.3f}, batch EM {correct[w_ans.sum(1) > 0].float().mean().item():.2f}, "
+                  f"{tokens / el:.0f} tok/s, {el / 60:.1f} min", flush=True)
+        if done % args.eval_every == 0:
+            em, kinds = evaluate(model, dev)
+            print(f"  dev EM {em:.3f} {kinds}", flush=True)
+            log.append({"step": done, "dev_em": em, "dev_em_per_kind": kinds,
+                        "answer_loss": round(ans.item(), 4), "minutes":
+                        round((time.time() - start) / 60, 2)})
+            export(model, out, {"partial": True, "steps_run": done, "log": log})
+
+    em, kinds = evaluate(model, dev)
+    print(f"final dev EM {em:.3f} {kinds}", flush=True)
+    log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
+                "minutes": round((time.time() - start) / 60, 2)})
+    export(model, out, {"seed": args.seed, "steps_asked": args.steps, "steps_run": step,
+                        "minutes_budget": args.minutes, "batch": args.batch, "lr": args.lr,
+                        "threads": args.threads, "parameters": n_params,
+                        "minutes": round((time.time() - start) / 60, 1),
+                        "torch": torch.__version__, "log": log})
+    print(f"wrote {out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
