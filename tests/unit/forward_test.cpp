@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "golden_util.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "model/checkpoint.hpp"
 #include "model/flops.hpp"
@@ -24,6 +25,8 @@ using hypic::Tensor;
 using hypic::model::InferenceCache;
 using hypic::model::LogitsMode;
 using hypic::model::Model;
+using hypic::test::decode_rows_diff;
+using hypic::test::max_abs_diff;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 // The target, 1e-4. The golden models are built to be well conditioned for f32
@@ -57,12 +60,6 @@ Model load_model(const std::string& name) {
   return Model(std::move(loaded.config), std::move(loaded.weights));
 }
 
-float max_abs_diff(const float* a, const float* b, size_t n) {
-  float worst = 0.0f;
-  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
 class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
@@ -87,16 +84,7 @@ TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
     const std::vector<int32_t> greedy = model.generate_greedy(ids, 8, gen_cache);
     EXPECT_EQ(greedy, ref.read_int32("greedy_" + t)) << name << " T=" << T;
     if (ref.contains("decode_logits_" + t)) {
-      const Tensor dl = ref.read("decode_logits_" + t);
-      InferenceCache c2 = model.new_cache();
-      Tensor row = model.prefill(ids, c2, LogitsMode::Last);
-      const int64_t V = dl.dim(1);
-      float worst = max_abs_diff(row.data(), dl.data(), static_cast<size_t>(V));
-      for (int i = 1; i < 8; ++i) {
-        row = model.decode_step(greedy[static_cast<size_t>(i - 1)], c2);
-        worst =
-            std::max(worst, max_abs_diff(row.data(), dl.data() + i * V, static_cast<size_t>(V)));
-      }
+      const float worst = decode_rows_diff(model, ids, greedy, ref.read("decode_logits_" + t));
       std::printf("[ golden   ] %-16s T=%-3d decode max|logit diff| = %.3g\n", name.c_str(), T,
                   worst);
       EXPECT_LE(worst, kLogitTol) << name << " decode T=" << T;

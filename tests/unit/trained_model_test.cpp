@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
 #include "model/safetensors.hpp"
@@ -27,6 +28,8 @@ using hypic::model::InferenceCache;
 using hypic::model::LogitsMode;
 using hypic::model::Model;
 using hypic::model::Tokenizer;
+using hypic::test::decode_rows_diff;
+using hypic::test::max_abs_diff;
 using nlohmann::json;
 
 const std::string kData = HYPIC_TEST_DATA_DIR;
@@ -36,12 +39,6 @@ const std::string kRefDir = kData + "/golden_trained";
 // The foundation issue's bound for the golden models. The trained model's logits are larger
 // (max |logit| ~12-20 rather than ~5), yet hypic stays within a few 1e-6 of transformers.
 constexpr float kLogitTol = 1e-4f;
-
-float max_abs_diff(const float* a, const float* b, size_t n) {
-  float worst = 0.0f;
-  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
 
 json reference_json() {
   std::ifstream in(kRefDir + "/reference.json");
@@ -93,15 +90,7 @@ TEST(TrainedModel, LogitsAndGreedyAnswersMatchTransformers) {
     EXPECT_EQ(greedy, ref.read_int32("greedy_" + n)) << c["id"];
 
     // The cached decode rows that picked each greedy token.
-    const Tensor dl = ref.read("decode_logits_" + n);
-    InferenceCache c2 = model.new_cache();
-    Tensor row = model.prefill(ids, c2, LogitsMode::Last);
-    const int64_t V = dl.dim(1);
-    float worst = max_abs_diff(row.data(), dl.data(), static_cast<size_t>(V));
-    for (int k = 1; k < 8; ++k) {
-      row = model.decode_step(greedy[static_cast<size_t>(k - 1)], c2);
-      worst = std::max(worst, max_abs_diff(row.data(), dl.data() + k * V, static_cast<size_t>(V)));
-    }
+    const float worst = decode_rows_diff(model, ids, greedy, ref.read("decode_logits_" + n));
     EXPECT_LE(worst, kLogitTol) << c["id"] << " decode";
 
     // The answer up to the end token, decoded by hypic, is transformers' answer.
