@@ -35,8 +35,8 @@ What it does, in order (all seeded; see --help for the knobs):
      inputs/corpus/synthqa.jsonl          the test world's passages, {"id","text"} (warmup)
      inputs/corpus/synthqa_queries.jsonl  test queries in `hypic serve`'s format
 
-Needs: pip install torch transformers tokenizers safetensors. CPU only; about an hour on
-two cores with the defaults (the script prints its speed). Data only: --data-only.
+Needs: pip install torch transformers tokenizers safetensors. CPU only; 44 minutes on one
+core of the 2-core dev VM with the defaults (it prints its speed). Data only: --data-only.
 """
 import argparse
 import json
