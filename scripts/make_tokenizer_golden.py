@@ -16,15 +16,12 @@ import pathlib
 import random
 
 import tokenizers
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-from tokenizers import pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer
+
+from qwen_bpe import train_qwen_bpe
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "tokenizer"
-
-# The Split pattern of Qwen2/Qwen3's tokenizer.json.
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 2000
 
@@ -156,21 +153,8 @@ TEXTS = [
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=1,
-                                  special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(corpus(), trainer)
-    # As in Qwen's tokenizer.json: special tokens are not normalised; <think> is not special.
-    tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in SPECIAL])
+    tok = train_qwen_bpe(corpus(), VOCAB_SIZE, SPECIAL, min_frequency=1)
+    # As in Qwen's tokenizer.json: <think> is not special.
     tok.add_tokens([AddedToken("<think>", normalized=False, special=False),
                     AddedToken("</think>", normalized=False, special=False)])
     path = OUT / "tokenizer.json"

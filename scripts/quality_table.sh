@@ -63,6 +63,14 @@ for name, _, preds in rows:
         sel = [p["em"] for p in preds if kind.get(p["_id"]) == k]
         cells.append(f"{100 * sum(sel) / len(sel):.1f}" if sel else "-")
     print(f"| {name} | " + " | ".join(cells) + " |")
+full_preds = {p["_id"]: p for p in rows[0][2]}
+print()
+print("answers that differ from full recompute:")
+for name, _, preds in rows[1:]:
+    diff = [p for p in preds if p["pred"] != full_preds[p["_id"]]["pred"]]
+    gained = sum(1 for p in diff if p["em"] > full_preds[p["_id"]]["em"])
+    lost = sum(1 for p in diff if p["em"] < full_preds[p["_id"]]["em"])
+    print(f"  {name}: {len(diff)} of {len(preds)} ({gained} now right, {lost} now wrong)")
 counts = {k: sum(1 for p in rows[0][2] if kind.get(p["_id"]) == k) for k in kinds}
 print()
 print("questions per kind: " + ", ".join(f"{k} {c}" for k, c in counts.items()))

@@ -54,8 +54,6 @@ SEGMENT = "{text}\n"
 SUFFIX = "\nQuestion: {input}\nAnswer:"
 EOS = "<|endoftext|>"
 SPECIAL = [EOS, "<|im_start|>", "<|im_end|>"]
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 JOBS = ["baker", "miller", "teacher", "nurse", "painter", "sailor", "farmer", "weaver",
         "doctor", "clerk", "tailor", "smith", "potter", "mason", "carpenter", "brewer",
@@ -238,8 +236,7 @@ def pieces(ex):
 
 
 def train_tokenizer(pools, seed, vocab_size):
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-    from tokenizers import pre_tokenizers, processors, trainers
+    from qwen_bpe import train_qwen_bpe
 
     rng = random.Random(seed + 17)
     texts = []
@@ -248,31 +245,7 @@ def train_tokenizer(pools, seed, vocab_size):
         texts.append("".join(pieces(ex)) + " " + ex["answer"])
     # Every pool word once more, so rare names still get whole-word tokens.
     texts += [" ".join(pools.first + pools.last + pools.towns + pools.companies)]
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIAL), min_frequency=2,
-                                  special_tokens=[], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    # Specials after training get the ids at the end; we want <|endoftext|> = 0 like the
-    # other test tokenizers, so rebuild the vocab with specials first.
-    data = json.loads(tok.to_str())
-    vocab = data["model"]["vocab"]
-    order = sorted(vocab.items(), key=lambda kv: kv[1])
-    new_vocab = {s: i for i, s in enumerate(SPECIAL)}
-    for piece, _ in order:
-        new_vocab[piece] = len(new_vocab)
-    data["model"]["vocab"] = new_vocab
-    data["added_tokens"] = [{"id": i, "content": s, "single_word": False, "lstrip": False,
-                             "rstrip": False, "normalized": False, "special": True}
-                            for i, s in enumerate(SPECIAL)]
-    return Tokenizer.from_str(json.dumps(data))
+    return train_qwen_bpe(texts, vocab_size, SPECIAL, min_frequency=2)
 
 
 def encode_example(tok, ex):

@@ -102,13 +102,19 @@ TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
   fs::remove_all(dir);
 }
 
-TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
-  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
-  const std::string fp = "test-fingerprint";
+// pic mode, junction 4, first-token logits kept for the bitwise comparisons.
+hypic::pic::EngineOptions pic_options() {
   hypic::pic::EngineOptions eo;
   eo.mode = hypic::pic::Mode::Pic;
   eo.junction.width = 4;
   eo.keep_first_logits = true;
+  return eo;
+}
+
+TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
+  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  const std::string fp = "test-fingerprint";
+  const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();
   if (comm.rank() != 0) {
     hypic::pic::run_worker(comm.get(), model, eo.junction);
@@ -153,10 +159,7 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
 TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangingResults) {
   auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
   const std::string fp = "test-fingerprint";
-  hypic::pic::EngineOptions eo;
-  eo.mode = hypic::pic::Mode::Pic;
-  eo.junction.width = 4;
-  eo.keep_first_logits = true;
+  const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();
   if (comm.rank() != 0) {
     // Slow workers: rank 0 surely waits, and does its idle work meanwhile.

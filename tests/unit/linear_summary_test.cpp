@@ -92,7 +92,8 @@ TEST(LinearSummary, ConvTailWarmUpEqualsOnePass) {
 }
 
 // Ad hoc: WY versus dense for a Qwen3.5-sized GDN layer (32 heads, dk = dv = 128), segments
-// shorter than dk. Run with --gtest_also_run_disabled_tests.
+// shorter than dk. Disabled: it measures time (speed lives in benchmarks, not in the
+// suite). Run with --gtest_also_run_disabled_tests.
 TEST(LinearSummary, DISABLED_LowRankVersusDense) {
   const int H = 32, Hk = 16, dk = 128, dv = 128, Tmax = 128;
   std::mt19937 rng(1);
