@@ -2,6 +2,8 @@
 // Shared helpers for tests that run the built `hypic` binary (HYPIC_BINARY) as a user would
 // and check its exit code, stdout and stderr.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/segment_store.hpp"
@@ -22,6 +25,25 @@ inline std::string slurp(const std::filesystem::path& p) {
   s << in.rdbuf();
   return s.str();
 }
+
+// Kills (SIGKILL) the background process whose PID is in `pid_file` when the scope ends,
+// unless it has ended: a test that fails an assertion half-way must not leave a job it
+// started running. Only this test's own processes, by PID.
+class KillOnExit {
+ public:
+  explicit KillOnExit(std::filesystem::path pid_file) : pid_file_(std::move(pid_file)) {}
+  KillOnExit(const KillOnExit&) = delete;
+  KillOnExit& operator=(const KillOnExit&) = delete;
+  ~KillOnExit() {
+    const std::string text = slurp(pid_file_);
+    const long pid = std::strtol(text.c_str(), nullptr, 10);
+    if (pid > 1 && ::kill(static_cast<pid_t>(pid), 0) == 0)
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+
+ private:
+  std::filesystem::path pid_file_;
+};
 
 struct CliRun {
   int code;

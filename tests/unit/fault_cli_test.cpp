@@ -170,6 +170,7 @@ TEST_F(FaultCli, KilledWorkerDuringWarmupIsNamedWithItsSegmentAndTheRerunResumes
       "warmup " + model_arg() + " --corpus " + p("corpus.jsonl") + " --store " + store;
   // Each worker sleeps 200 ms before each of its ~20 segments: about 4 s of work.
   const Job job = start_mpirun3("warm", args, 200);
+  const cli_test::KillOnExit guard(p("warm.pid"));
   ASSERT_TRUE(wait_for(job, 40, [](const Job& j) {
     return worker_pid(j, 2) > 0 && entries_done(j) >= 4;
   })) << job.err();
@@ -244,6 +245,7 @@ TEST_F(FaultCli, KilledWorkerDuringServeIsNamedWithItsSegmentAndTheRerunComplete
                            p("serve-out");
   const fs::path predictions = dir_ / "serve-out" / "predictions.jsonl";
   const Job job = start_mpirun3("serve", args, 200);
+  const cli_test::KillOnExit guard(p("serve.pid"));
   // Kill worker 2 once the first query is answered: it then holds the next query's segments.
   ASSERT_TRUE(wait_for(job, 40, [&](const Job& j) {
     return worker_pid(j, 2) > 0 && count(slurp(predictions), "\n") >= 1;

@@ -211,6 +211,7 @@ TEST_F(ServeCli, KilledWarmupLeavesAVerifiableStoreAndResumes) {
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const pid_t pid = static_cast<pid_t>(std::stol(slurp(dir_ / "crash.pid")));
+  const cli_test::KillOnExit guard(dir_ / "crash.pid");
   // Wait until some entries are committed, then kill it in the middle of its work.
   const std::regex progress(R"(warmup: (\d+)/)");
   int done = 0;
