@@ -155,20 +155,34 @@ int run_bench_scaling(const ScalingArgs& a) {
   std::printf("one process: compute %.2f s, composition %.3f s, question %.3f s: TTFT %.2f s\n",
               compute_total, compose_total, tail, serial);
 
-  // 3. Served for real with 1 … N−1 workers, LPT and round-robin.
-  std::map<std::pair<int, std::string>, double> measured;
-  if (world.size == 1) measured[{1, "lpt"}] = serial;  // rank 0 is the one worker
+  // 3. Served for real with 1 … N−1 workers: LPT with rebalancing (what serve does), the
+  //    same LPT plan kept static, and round-robin (static).
+  struct Mode {
+    const char* name;
+    cluster::Policy policy;
+    bool rebalance;
+  };
+  const Mode modes[] = {{"lpt", cluster::Policy::kLpt, true},
+                        {"lpt-static", cluster::Policy::kLpt, false},
+                        {"round-robin", cluster::Policy::kRoundRobin, false}};
+  struct Measured {
+    double ttft_s = 0;
+    pic::DispatchStats stats;
+  };
+  std::map<std::pair<int, std::string>, Measured> measured;
+  if (world.size == 1) measured[{1, "lpt"}] = {serial, {}};  // rank 0 is the one worker
   if (world.size > 1) {
     pic::RemoteColdSource cold(comm.get(), net, cluster::CostModel(0.0, 1.0, 0.0));
     for (int m = 1; m < world.size; ++m)
-      for (const cluster::Policy p : {cluster::Policy::kLpt, cluster::Policy::kRoundRobin}) {
-        if (m == 1 && p != cluster::Policy::kLpt) continue;
-        cold.set_plan(p, m);
+      for (const Mode& mode : modes) {
+        if (m == 1 && mode.policy != cluster::Policy::kLpt) continue;
+        if (m == 1 && !mode.rebalance) continue;  // one worker: nothing to rebalance
+        cold.set_plan(mode.policy, m, mode.rebalance);
         pic::Engine fresh(net, fingerprint, eo, nullptr);  // nothing cached between runs
         fresh.set_cold_source(&cold);
         const auto t0 = Clock::now();
         fresh.run(query);
-        measured[{m, cluster::policy_name(p)}] = seconds_since(t0);
+        measured[{m, mode.name}] = {seconds_since(t0), cold.last_query()};
       }
     pic::shutdown_workers(comm.get());
   }
@@ -181,31 +195,47 @@ int run_bench_scaling(const ScalingArgs& a) {
   counts.push_back(8);
   counts.push_back(16);
   json rows = json::array();
-  std::printf("\nworkers  policy       measured TTFT  speed-up  simulated TTFT  speed-up\n");
+  const double base = world.size > 1 ? measured[{1, "lpt"}].ttft_s : serial;
+  std::printf(
+      "\nworkers  policy       measured TTFT  speed-up  simulated TTFT  speed-up  "
+      "measured worker compute s (segments), steals\n");
   for (const int m : counts)
-    for (const cluster::Policy p : {cluster::Policy::kLpt, cluster::Policy::kRoundRobin}) {
+    for (const Mode& mode : modes) {
       cluster::SimConfig sc;
       sc.workers = m;
-      sc.policy = p;
+      sc.policy = mode.policy;
+      sc.rebalance = mode.rebalance;
       sc.planned_cost = planned;
       sc.tail_s = tail;
       const cluster::SimResult r = cluster::simulate(sim, sc);
-      const std::string name = cluster::policy_name(p);
-      const auto it = measured.find({m, name});
-      const double base = world.size > 1 ? measured[{1, "lpt"}] : serial;
+      const auto it = measured.find({m, mode.name});
       json row = {{"workers", m},
-                  {"policy", name},
+                  {"policy", mode.name},
                   {"simulated_ttft_s", r.ttft_s},
-                  {"simulated_speedup", r.speedup}};
-      char meas[64] = "-";
+                  {"simulated_speedup", r.speedup},
+                  {"simulated_steals", r.stolen}};
+      char meas[64];
+      std::string workers_text;
       if (it != measured.end()) {
-        row["measured_ttft_s"] = it->second;
-        row["measured_speedup"] = base / it->second;
-        std::snprintf(meas, sizeof meas, "%10.3f s  %6.2fx", it->second, base / it->second);
+        const Measured& got = it->second;
+        row["measured_ttft_s"] = got.ttft_s;
+        row["measured_speedup"] = base / got.ttft_s;
+        row["measured_worker_compute_s"] = got.stats.busy_s;
+        row["measured_worker_segments"] = got.stats.segments;
+        row["measured_steals"] = got.stats.stolen;
+        std::snprintf(meas, sizeof meas, "%10.3f s  %6.2fx", got.ttft_s, base / got.ttft_s);
+        for (size_t w = 0; w < got.stats.busy_s.size(); ++w) {
+          char one[48];
+          std::snprintf(one, sizeof one, "%s%.2f (%lld)", w == 0 ? "" : ", ", got.stats.busy_s[w],
+                        static_cast<long long>(got.stats.segments[w]));
+          workers_text += one;
+        }
+        if (!got.stats.busy_s.empty()) workers_text += "; " + std::to_string(got.stats.stolen);
       } else {
         std::snprintf(meas, sizeof meas, "%21s", "-");
       }
-      std::printf("%7d  %-11s  %s  %12.3f s  %6.2fx\n", m, name.c_str(), meas, r.ttft_s, r.speedup);
+      std::printf("%7d  %-11s  %s  %12.3f s  %6.2fx  %s\n", m, mode.name, meas, r.ttft_s, r.speedup,
+                  workers_text.c_str());
       rows.push_back(row);
       if (m == 1) break;  // one worker: every policy is the same
     }

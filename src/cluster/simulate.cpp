@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
+#include <map>
 #include <queue>
 #include <tuple>
 
+#include "cluster/dispatch.hpp"
 #include "common/error.hpp"
 
 namespace hypic::cluster {
@@ -51,34 +54,43 @@ struct Transfer {
   int64_t segment;
 };
 
-// Runs the workers and links; fills busy, finish and arrival times.
+// Runs the workers and links; fills busy, finish and arrival times. Tasks reach a worker
+// through the dispatcher, as in the live run: refilled when one of its entries arrives.
 class Engine {
  public:
   Engine(const std::vector<SimSegment>& segments, const SimConfig& config,
-         const std::vector<std::vector<int64_t>>& tasks, SimResult& out)
-      : segments_(segments), config_(config), tasks_(tasks), out_(out) {
-    const size_t m = tasks.size();
-    next_task_.assign(m, 0);
+         const std::vector<int64_t>& cold, Dispatcher& dispatcher, SimResult& out)
+      : segments_(segments), config_(config), cold_(cold), dispatcher_(dispatcher), out_(out) {
+    const size_t m = static_cast<size_t>(dispatcher.workers());
+    local_.assign(m, {});
+    computing_.assign(m, false);
     out_busy_.assign(m, false);
   }
 
   void run() {
     // Task messages reach every worker one latency after the query starts.
-    for (size_t w = 0; w < tasks_.size(); ++w)
-      start_next(static_cast<int>(w), config_.link.latency_s);
+    for (int w = 0; w < dispatcher_.workers(); ++w) {
+      refill(w);
+      start_next(w, config_.link.latency_s);
+    }
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
+      const size_t w = static_cast<size_t>(e.worker);
       if (e.kind == EventKind::kComputeDone) {
+        computing_[w] = false;
         pending_.push_back({e.worker, e.segment});
         if (config_.overlap_send) start_next(e.worker, e.time);
       } else {
-        const size_t w = static_cast<size_t>(e.worker);
         out_busy_[w] = false;
         driver_busy_ = false;
-        out_.arrival_s[static_cast<size_t>(e.segment)] = e.time + config_.link.latency_s;
+        const double arrived = e.time + config_.link.latency_s;
+        out_.arrival_s[static_cast<size_t>(e.segment)] = arrived;
         out_.finish_s[w] = std::max(out_.finish_s[w], e.time);
+        dispatcher_.finished(e.worker, position_.at(e.segment));
         if (!config_.overlap_send) start_next(e.worker, e.time);
+        // A refill reaches the worker one latency after the driver has the entry.
+        if (refill(e.worker)) start_next(e.worker, arrived + config_.link.latency_s);
       }
       start_transfers(e.time);
     }
@@ -89,12 +101,25 @@ class Engine {
     events_.push(Event{time, seq_++, kind, worker, segment});
   }
 
+  // What the dispatcher hands worker `w` now joins its queue; true when there was some.
+  bool refill(int w) {
+    const std::vector<int64_t> got = dispatcher_.refill(w);
+    for (const int64_t pos : got) {
+      const int64_t segment = cold_[static_cast<size_t>(pos)];
+      position_[segment] = pos;
+      local_[static_cast<size_t>(w)].push_back(segment);
+    }
+    return !got.empty();
+  }
+
   void start_next(int worker, double now) {
     const size_t w = static_cast<size_t>(worker);
-    if (next_task_[w] >= tasks_[w].size()) return;
-    const int64_t segment = tasks_[w][next_task_[w]++];
+    if (computing_[w] || local_[w].empty()) return;
+    const int64_t segment = local_[w].front();
+    local_[w].pop_front();
     const double compute = segments_[static_cast<size_t>(segment)].compute_s;
     out_.busy_s[w] += compute;
+    computing_[w] = true;
     push(now + compute, EventKind::kComputeDone, worker, segment);
   }
 
@@ -119,11 +144,14 @@ class Engine {
 
   const std::vector<SimSegment>& segments_;
   const SimConfig& config_;
-  const std::vector<std::vector<int64_t>>& tasks_;
+  const std::vector<int64_t>& cold_;  // cold position -> segment
+  Dispatcher& dispatcher_;
   SimResult& out_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   int64_t seq_ = 0;
-  std::vector<size_t> next_task_;
+  std::vector<std::deque<int64_t>> local_;  // per worker: segments received, not started
+  std::map<int64_t, int64_t> position_;     // segment -> cold position
+  std::vector<bool> computing_;
   std::vector<bool> out_busy_;
   bool driver_busy_ = false;
   std::deque<Transfer> pending_;
@@ -146,15 +174,19 @@ SimResult simulate(const std::vector<SimSegment>& segments, const SimConfig& con
   }
   SimResult result;
   result.schedule = make_schedule(config.policy, plan, config.workers);
-  for (auto& list : result.schedule.tasks) {
-    for (int64_t& t : list) t = cold[static_cast<size_t>(t)];  // cold position -> segment
-  }
+  // Static: every worker gets its whole list at once and keeps it.
+  const int depth = config.rebalance ? config.dispatch_depth : std::numeric_limits<int>::max();
+  Dispatcher dispatcher(result.schedule, plan, depth, config.rebalance);
 
   result.busy_s.assign(m, 0.0);
   result.finish_s.assign(m, 0.0);
   result.arrival_s.assign(n, 0.0);
   result.composed_s.assign(n, 0.0);
-  Engine(segments, config, result.schedule.tasks, result).run();
+  Engine(segments, config, cold, dispatcher, result).run();
+  result.stolen = dispatcher.stolen();
+  for (auto& list : result.schedule.tasks) {
+    for (int64_t& t : list) t = cold[static_cast<size_t>(t)];  // cold position -> segment
+  }
 
   // The driver composes in prompt order, each entry as soon as it and all before it are in.
   double driver = 0.0;

@@ -38,6 +38,11 @@ struct SimConfig {
   std::vector<double> planned_cost;
   // Driver work after the last composition until the first token (question prefill, decode).
   double tail_s = 0.0;
+  // True: tasks go out through a Dispatcher (dispatch.hpp) `dispatch_depth` per worker, each
+  // refill when an entry reaches the driver, and an idle worker takes the tail of a slower
+  // one's list, as `hypic serve` does. False: every worker gets its planned list at once.
+  bool rebalance = false;
+  int dispatch_depth = 2;
 };
 
 struct SimResult {
@@ -49,7 +54,8 @@ struct SimResult {
   std::vector<double> finish_s;    // per worker: when its last send completed
   std::vector<double> arrival_s;   // per segment: when the entry was on the driver
   std::vector<double> composed_s;  // per segment: when the driver had composed it
-  Schedule schedule;               // the assignment of the non-cached segments
+  Schedule schedule;               // the plan for the non-cached segments (before any steal)
+  int64_t stolen = 0;              // segments computed by another worker than planned
 };
 
 // Throws hypic::Error on workers < 1, a negative or non-finite time or size, bandwidth <= 0,

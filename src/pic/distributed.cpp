@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "cluster/dispatch.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/progress.hpp"
 #include "cluster/watch.hpp"
@@ -21,6 +22,10 @@
 namespace hypic::pic {
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// Tasks a worker holds at once: the one it computes and the next, already queued, so it
+// never waits for rank 0 between segments.
+constexpr int kDispatchDepth = 2;
 
 double now_s() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
@@ -61,18 +66,17 @@ std::string task_label(const std::string& name, const cluster::Task& t) {
          t.key;
 }
 
-// Sends the tasks of `schedule` (indices into `tasks`) to workers 1 … m, each worker's list
-// in prompt order, and tells `watch` what each worker now holds (labels[i] names task i).
-void send_tasks(cluster::CommandSender& sender, const cluster::Schedule& schedule,
+// Sends worker `w` (0-based; rank w + 1) what the dispatcher hands it now, and tells `watch`
+// what that worker holds (labels[i] names task i).
+void send_tasks(cluster::CommandSender& sender, cluster::Dispatcher& dispatcher, int w,
                 const std::vector<cluster::Task>& tasks, cluster::WorkerWatch& watch,
                 const std::vector<std::string>& labels) {
-  for (int w = 0; w < schedule.workers(); ++w)
-    for (const int64_t i : schedule.tasks[static_cast<size_t>(w)]) {
-      const cluster::Task& t = tasks[static_cast<size_t>(i)];
-      watch.assign(w + 1, t.segment,
-                   task_label(labels.empty() ? "" : labels[static_cast<size_t>(i)], t));
-      sender.send(w + 1, t);
-    }
+  for (const int64_t i : dispatcher.refill(w)) {
+    const cluster::Task& t = tasks[static_cast<size_t>(i)];
+    watch.assign(w + 1, t.segment,
+                 task_label(labels.empty() ? "" : labels[static_cast<size_t>(i)], t));
+    sender.send(w + 1, t);
+  }
   sender.test();
 }
 
@@ -214,12 +218,13 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     std::vector<int64_t> lengths;
     lengths.reserve(tasks.size());
     for (const cluster::Task& t : tasks) lengths.push_back(static_cast<int64_t>(t.tokens.size()));
-    const cluster::Schedule plan = cluster::schedule_lpt(options.cost.predict(lengths), workers);
+    std::vector<double> costs = options.cost.predict(lengths);
+    const cluster::Schedule plan = cluster::schedule_lpt(costs, workers);
+    cluster::Dispatcher dispatcher(plan, std::move(costs), kDispatchDepth, true);
     cluster::WorkerWatch watch(comm, options.after_death);
     cluster::EntryReceiver receiver(comm);
     cluster::CommandSender sender(comm);
-    send_tasks(sender, plan, tasks, watch, labels);
-    for (int w = 1; w <= workers; ++w) sender.send(w, cluster::Shutdown{});
+    for (int w = 0; w < workers; ++w) send_tasks(sender, dispatcher, w, tasks, watch, labels);
     // segment (corpus line) -> its task, to check what arrives
     std::map<int64_t, size_t> task_of;
     for (size_t i = 0; i < tasks.size(); ++i) task_of.emplace(tasks[i].segment, i);
@@ -229,13 +234,16 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
         require(it != task_of.end() && tasks[it->second].key == got.key,
                 "rank " + std::to_string(got.source) + " sent an entry for segment " +
                     std::to_string(got.segment) + " that was not asked for");
+        dispatcher.finished(got.source - 1, static_cast<int64_t>(it->second));
         task_of.erase(it);
+        send_tasks(sender, dispatcher, got.source - 1, tasks, watch, labels);
         const double seconds = take_compute_seconds(got.entry);
         const int64_t tokens = got.entry.n_tokens;
         put(got.key, std::move(got.entry), tokens, seconds);
       }
       sender.test();
     }
+    for (int w = 1; w <= workers; ++w) sender.send(w, cluster::Shutdown{});
     sender.wait_all();
   }
   report(true);
@@ -252,6 +260,7 @@ struct RemoteColdSource::State {
   int workers = 0;
   int use_workers = 0;
   cluster::Policy policy = cluster::Policy::kLpt;
+  bool rebalance = true;
   std::unique_ptr<cluster::WorkerWatch> watch;
   std::unique_ptr<cluster::EntryReceiver> receiver;
   std::unique_ptr<cluster::CommandSender> sender;
@@ -260,6 +269,12 @@ struct RemoteColdSource::State {
   uint64_t idle_calls = 0;
   std::unique_ptr<cluster::PromptOrderBuffer> order;
   std::map<int64_t, ColdSegment> pending;  // index -> the segment, until taken
+  // The current query's cold segments as tasks, and how they are handed out.
+  std::vector<cluster::Task> tasks;
+  std::vector<std::string> labels;
+  std::map<int64_t, size_t> task_of;  // segment index -> task
+  std::unique_ptr<cluster::Dispatcher> dispatcher;
+  DispatchStats stats;
 
   State(MPI_Comm c, model::Model& m, cluster::CostModel cm) : comm(c), model(m), cost(cm) {}
 };
@@ -278,10 +293,15 @@ RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::
 
 RemoteColdSource::~RemoteColdSource() = default;
 
-void RemoteColdSource::set_plan(cluster::Policy policy, int workers) {
+void RemoteColdSource::set_plan(cluster::Policy policy, int workers, bool rebalance) {
   require(workers >= 1, "cold source: at least one worker");
   s_->policy = policy;
   s_->use_workers = std::min(workers, s_->workers);
+  s_->rebalance = rebalance;
+}
+
+const DispatchStats& RemoteColdSource::last_query() const {
+  return s_->stats;
 }
 
 void RemoteColdSource::set_query_label(std::string label) {
@@ -306,15 +326,23 @@ void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
   if (s_->workers == 0) return;  // computed in take()
   s_->order = std::make_unique<cluster::PromptOrderBuffer>(order);
   std::vector<double> costs;
-  std::vector<cluster::Task> tasks;
-  std::vector<std::string> labels;
+  s_->tasks.clear();
+  s_->labels.clear();
+  s_->task_of.clear();
   for (const ColdSegment& c : cold) {
     costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
-    tasks.push_back({c.index, c.key, c.tokens});
-    labels.push_back(s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\"");
+    s_->task_of.emplace(c.index, s_->tasks.size());
+    s_->tasks.push_back({c.index, c.key, c.tokens});
+    s_->labels.push_back(s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\"");
   }
-  send_tasks(*s_->sender, cluster::make_schedule(s_->policy, costs, s_->use_workers), tasks,
-             *s_->watch, labels);
+  const cluster::Schedule plan = cluster::make_schedule(s_->policy, costs, s_->use_workers);
+  s_->dispatcher =
+      std::make_unique<cluster::Dispatcher>(plan, std::move(costs), kDispatchDepth, s_->rebalance);
+  s_->stats = DispatchStats{};
+  s_->stats.busy_s.assign(static_cast<size_t>(s_->use_workers), 0.0);
+  s_->stats.segments.assign(static_cast<size_t>(s_->use_workers), 0);
+  for (int w = 0; w < s_->use_workers; ++w)
+    send_tasks(*s_->sender, *s_->dispatcher, w, s_->tasks, *s_->watch, s_->labels);
 }
 
 SegmentEntry RemoteColdSource::take(int64_t index) {
@@ -332,15 +360,27 @@ SegmentEntry RemoteColdSource::take(int64_t index) {
   }
   while (!s_->order->next_ready()) {
     for (cluster::ReceivedEntry& got :
-         wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls))
+         wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls)) {
+      const auto t = s_->task_of.find(got.segment);
+      require(t != s_->task_of.end(), "cold source: rank " + std::to_string(got.source) +
+                                          " sent segment " + std::to_string(got.segment) +
+                                          ", which is not one of this query's cold segments");
+      const int w = got.source - 1;
+      s_->dispatcher->finished(w, static_cast<int64_t>(t->second));
+      send_tasks(*s_->sender, *s_->dispatcher, w, s_->tasks, *s_->watch, s_->labels);
+      s_->stats.stolen = s_->dispatcher->stolen();
       s_->order->put(std::move(got));
+    }
     s_->sender->test();
   }
   cluster::ReceivedEntry got = s_->order->pop_next();
   require(got.segment == index && got.key == seg.key,
           "cold source: rank " + std::to_string(got.source) + " sent segment " +
               std::to_string(got.segment) + " where segment " + std::to_string(index) + " was due");
-  samples_.push_back({got.entry.n_tokens, take_compute_seconds(got.entry)});
+  const double seconds = take_compute_seconds(got.entry);
+  s_->stats.busy_s[static_cast<size_t>(got.source - 1)] += seconds;
+  ++s_->stats.segments[static_cast<size_t>(got.source - 1)];
+  samples_.push_back({got.entry.n_tokens, seconds});
   return from_store_entry(std::move(got.entry), s_->model.config(), seg.junction);
 }
 

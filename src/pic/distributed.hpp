@@ -65,9 +65,18 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
                                  const std::vector<std::vector<int32_t>>& docs,
                                  store::SegmentStore* store, const WarmupOptions& options);
 
+// How the last query's cold segments were spread (RemoteColdSource::last_query()).
+struct DispatchStats {
+  std::vector<double> busy_s;     // per worker used: the compute seconds it reported
+  std::vector<int64_t> segments;  // per worker used: segments it computed
+  int64_t stolen = 0;             // segments computed by another worker than planned
+};
+
 // Rank 0's cold source for Engine: scatters a query's cold segments over the workers with
-// LPT and hands entries back in prompt order as they arrive. With one rank it computes them
-// in place (the same compute_entry, so the results do not depend on the number of ranks).
+// LPT (cluster::Dispatcher: two segments ahead per worker, and a worker done early takes the
+// tail of a slower one's list) and hands entries back in prompt order as they arrive. With one rank
+// it computes them in place (the same compute_entry, so the results do not depend on the number of
+// ranks).
 class RemoteColdSource : public ColdSource {
  public:
   // `after_death` ends the message when a worker dies (what became of the store, how to
@@ -78,8 +87,11 @@ class RemoteColdSource : public ColdSource {
   void begin(const std::vector<ColdSegment>& cold) override;
   SegmentEntry take(int64_t index) override;
   // Plans the next queries with `policy` over the first `workers` workers (default: LPT over
-  // all of them). For benchmarks; workers is capped at the ranks there are.
-  void set_plan(cluster::Policy policy, int workers);
+  // all of them, rebalanced). `rebalance` false keeps every segment on its planned worker.
+  // For benchmarks; workers is capped at the ranks there are.
+  void set_plan(cluster::Policy policy, int workers, bool rebalance = true);
+  // Per-worker compute time, segments and steals of the last query (with workers).
+  const DispatchStats& last_query() const;
   // Names the query the next begin() belongs to, for the message when a worker dies.
   void set_query_label(std::string label);
   // Work rank 0 does while it waits for an entry, one small unit per call, instead of

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cluster/cost_model.hpp"
+#include "cluster/dispatch.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
 #include "cluster/progress.hpp"
@@ -434,6 +435,94 @@ TEST(Simulate, CachedSegmentsAndPlannedCosts) {
   config.workers = 1;
   config.link.bandwidth_Bps = 0.0;
   EXPECT_THROW(simulate(three, config), Error);
+}
+
+// ---- dispatch ----------------------------------------------------------------------------
+
+TEST(Dispatcher, StaticHandsEachWorkerItsWholeListInPlanOrder) {
+  const std::vector<double> costs{5, 1, 1, 3, 2, 2};
+  const Schedule plan = schedule_lpt(costs, 2);
+  Dispatcher d(plan, costs, std::numeric_limits<int>::max(), false);
+  EXPECT_EQ(d.refill(0), plan.tasks[0]);
+  EXPECT_EQ(d.refill(1), plan.tasks[1]);
+  EXPECT_TRUE(d.all_sent());
+  EXPECT_TRUE(d.refill(0).empty());
+  EXPECT_EQ(d.stolen(), 0);
+}
+
+TEST(Dispatcher, KeepsDepthTasksOutAndStealsTheTailOfTheSlowestList) {
+  Schedule plan;
+  plan.tasks = {{0, 1}, {2, 3, 4, 5}};
+  const std::vector<double> costs(6, 1.0);
+  Dispatcher d(plan, costs, 2, true);
+  EXPECT_EQ(d.refill(0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(d.refill(1), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(d.refill(1).empty());  // holds two already
+  d.finished(0, 0);
+  // Worker 0's list is used up: it takes worker 1's last unsent task (1 + 1 < 2 + 2 left).
+  EXPECT_EQ(d.refill(0), (std::vector<int64_t>{5}));
+  EXPECT_EQ(d.stolen(), 1);
+  d.finished(1, 2);
+  EXPECT_EQ(d.refill(1), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(d.all_sent());
+  // Nothing left to hand out, and finishing what a worker does not hold is refused.
+  d.finished(0, 1);
+  EXPECT_TRUE(d.refill(0).empty());
+  EXPECT_THROW(d.finished(0, 3), Error);
+  EXPECT_THROW(d.refill(2), Error);
+  EXPECT_THROW(Dispatcher(plan, costs, 0, true), Error);
+}
+
+TEST(Dispatcher, DoesNotStealWhatTheOwnerFinishesFirst) {
+  // Worker 1 holds nothing long; its one unsent task would finish later on worker 0, which
+  // still holds a long one.
+  Schedule plan;
+  plan.tasks = {{0}, {1, 2}};
+  const std::vector<double> costs{10, 1, 1};
+  Dispatcher d(plan, costs, 1, true);
+  EXPECT_EQ(d.refill(0), (std::vector<int64_t>{0}));
+  EXPECT_EQ(d.refill(1), (std::vector<int64_t>{1}));
+  d.finished(0, 0);
+  EXPECT_EQ(d.refill(0), (std::vector<int64_t>{2}));  // 0 + 1 < 1 + 1: worker 0, idle, takes 2
+  EXPECT_EQ(d.stolen(), 1);
+  Dispatcher busy(plan, costs, 2, true);
+  busy.refill(0);
+  // Worker 0 still holds the 10-cost task: taking task 2 (1 + 1 left on worker 1) would
+  // finish it later, so it stays.
+  EXPECT_TRUE(busy.refill(0).empty());
+  EXPECT_EQ(busy.refill(1), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(busy.stolen(), 0);
+}
+
+TEST(Simulate, RebalancingRecoversFromAWrongPlan) {
+  // Planned as equal, but the even segments take four times as long: round-robin puts all
+  // the slow ones on worker 0. Static, worker 0 takes 4 x 4 = 16 s against 4 s; rebalanced,
+  // worker 1 takes over from the tail of worker 0's list.
+  std::vector<SimSegment> segments;
+  for (int i = 0; i < 8; ++i) segments.push_back({i % 2 == 0 ? 4.0 : 1.0, 0, 0});
+  SimConfig config;
+  config.workers = 2;
+  config.policy = Policy::kRoundRobin;
+  config.link = free_link();
+  config.planned_cost.assign(8, 1.0);
+  const SimResult fixed = simulate(segments, config);
+  EXPECT_DOUBLE_EQ(fixed.ttft_s, 16.0);
+  EXPECT_EQ(fixed.stolen, 0);
+  config.rebalance = true;
+  const SimResult moved = simulate(segments, config);
+  EXPECT_GT(moved.stolen, 0);
+  // Worker 1 takes segment 6 at t = 3, when it has sent 1, 3 and 5 and holds 7; worker 0
+  // then runs 0, 2, 4 (12 s).
+  EXPECT_DOUBLE_EQ(moved.ttft_s, 12.0);
+  for (size_t i = 0; i < segments.size(); ++i) EXPECT_GT(moved.arrival_s[i], 0.0) << i;
+  EXPECT_DOUBLE_EQ(moved.busy_s[0] + moved.busy_s[1], 20.0);  // every segment once
+  // With a true plan there is nothing to gain, and rebalancing does not make it worse.
+  config.planned_cost.clear();
+  config.policy = Policy::kLpt;
+  config.rebalance = false;
+  const double lpt = simulate(segments, config).ttft_s;
+  config.rebalance = true;
+  EXPECT_LE(simulate(segments, config).ttft_s, lpt);
 }
 
 // ---- message formats ---------------------------------------------------------------------
