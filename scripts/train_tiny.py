@@ -22,9 +22,10 @@ What it does, in order (all seeded; see --help for the knobs):
      measured, see the model card;
    - QA: freshly generated prompts, each tokenized piece by piece exactly as `hypic eval`
      and `hypic serve` do (prefix, each passage, question suffix separately), followed by
-     up to --followups more questions on the same passages (more answers per prompt token;
-     the first question is exactly the evaluation format), 2-4 passages for the first
-     quarter of the stage, then 3-6; a tenth of each batch stays copying rows. Loss: mean
+     more questions on other facts of the same passages until the row holds --row-tokens
+     tokens (more answers per prompt token, and rows of nearly equal length, so little
+     padding; the first question is exactly the evaluation format), 2-4 passages for the
+     first quarter of the stage, then 3-6; a tenth of each batch stays copying rows. Loss: mean
      over answer tokens (and their end token) + --lm-weight x mean over the other tokens.
    The run ends after --steps or --minutes, whichever comes first; the learning rate
    follows that progress (5 % warm-up, cosine to 5 %).
@@ -35,8 +36,8 @@ What it does, in order (all seeded; see --help for the knobs):
      inputs/corpus/synthqa.jsonl          the test world's passages, {"id","text"} (warmup)
      inputs/corpus/synthqa_queries.jsonl  test queries in `hypic serve`'s format
 
-Needs: pip install torch transformers tokenizers safetensors. CPU only; 44 minutes on one
-core of the 2-core dev VM with the defaults (it prints its speed). Data only: --data-only.
+Needs: pip install torch transformers tokenizers safetensors. CPU only; 55 minutes with two
+threads on the 2-core dev VM with the defaults (it prints its speed). Data only: --data-only.
 """
 import argparse
 import json
@@ -137,8 +138,9 @@ def passage_text(e):
     relation words ("X's birth year is 1843"), so each fact is a few tokens after its
     subject and no two facts share a cue; "repeat" names the subject in every sentence but
     reuses cues ("was born in" for town and year); "prose" uses pronouns and longer
-    sentences. Measured on the dev set, the same budget learns them in that order of ease
-    (model card)."""
+    sentences. The shipped model uses "repeat"; the other two are for experiments (only
+    "distinct" was tried, briefly, with an older recipe: a faster start, then the same dev
+    EM)."""
     n = e["name"]
     if STYLE == "prose":
         if e["kind"] == "person":
@@ -205,23 +207,35 @@ def draw_query(world, rng, passages=(3, 6)):
     return {"kind": kind, "question": q, "answer": a, "entities": entities}
 
 
-def training_example(pools, rng, passages=(3, 6), followups=7):
+def training_example(pools, rng, passages=(3, 6), followups=7, distinct=False):
     """A fresh small world per example, so facts cannot be memorised, only read. Up to
     `followups` more questions on the same passages follow the first (each after the
     previous answer's end token): more answer tokens per prompt token; the first question is
-    exactly the eval format."""
+    exactly the eval format. With `distinct`, the follow-ups are that many different facts
+    of the prompt's passages (none repeats the first question or another follow-up, so an
+    answer is never visible earlier in the row); otherwise 0..`followups` random ones."""
     world = World(pools, rng, n_persons=6, n_companies=5)
     ex = draw_query(world, rng, passages)
     ex["more"] = []
     names = {e["name"] for e in ex["entities"]}
+
+    def kinds_of(e):
+        if e["kind"] == "company":
+            return ["company_where", "company_when", "product"]
+        return ["born_where", "born_when", "job", "employer"] + (
+            ["two_hop"] * 2 if e["company"] in names else [])
+
+    if distinct:
+        pairs = [(e, k) for e in ex["entities"] for k in dict.fromkeys(kinds_of(e))]
+        rng.shuffle(pairs)
+        for e, k in pairs:
+            q, a, _ = question(e, k, world)
+            if q != ex["question"] and len(ex["more"]) < followups:
+                ex["more"].append((q, a))
+        return ex
     for _ in range(rng.randint(0, followups)):
         e = rng.choice(ex["entities"])
-        if e["kind"] == "company":
-            kinds = ["company_where", "company_when", "product"]
-        else:
-            kinds = ["born_where", "born_when", "job", "employer"] + (
-                ["two_hop"] * 2 if e["company"] in names else [])
-        q, a, _ = question(e, rng.choice(kinds), world)
+        q, a, _ = question(e, rng.choice(kinds_of(e)), world)
         ex["more"].append((q, a))
     return ex
 
@@ -329,6 +343,19 @@ def induction_row(rng, vocab):
     return block * rng.randint(2, 3), None, n
 
 
+def fit_row(example, row_tokens):
+    """Keeps the follow-ups of an encoded example that fit in `row_tokens` tokens (the prompt
+    and first answer always stay), so the rows of a batch come out about equally long."""
+    p, a, more = example
+    n, kept = len(p) + len(a), []
+    for q, qa in more:
+        if n + len(q) + len(qa) > row_tokens:
+            break
+        n += len(q) + len(qa)
+        kept.append((q, qa))
+    return p, a, kept
+
+
 def batch_tensors(examples):
     """Right-padded ids and per-position loss weights: w_ans where the next token is an
     answer token (or its end token), w_lm where it is any other real token."""
@@ -411,11 +438,11 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "inputs/models/qwen3_5-synthqa"))
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--steps", type=int, default=6000)
-    ap.add_argument("--minutes", type=float, default=44.0,
+    ap.add_argument("--minutes", type=float, default=55.0,
                     help="time budget; training ends at --steps or after this, whichever first")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 GDN : 1 attention)")
     ap.add_argument("--lm-weight", type=float, default=1.0,
@@ -426,8 +453,12 @@ def main():
                     help="share of each batch that is induction rows (induction_row)")
     ap.add_argument("--style", choices=["distinct", "repeat", "prose"], default="repeat",
                     help="passage wording (see passage_text)")
-    ap.add_argument("--followups", type=int, default=7,
+    ap.add_argument("--followups", type=int, default=24,
                     help="most extra questions per training prompt")
+    ap.add_argument("--row-tokens", type=int, default=400,
+                    help="fill each training row with distinct follow-up questions up to this "
+                         "many tokens (less padding, more answers per step); 0: 0..--followups "
+                         "random follow-ups per row")
     ap.add_argument("--curriculum", type=float, default=0.25,
                     help="share of the run trained on --early-passages instead of 3-6")
     ap.add_argument("--early-passages", type=lambda t: tuple(int(x) for x in t.split(",")),
@@ -510,8 +541,11 @@ def main():
         # Curriculum: 2-4 passages for the first quarter of the run, then the test range.
         passages = args.early_passages if progress < args.curriculum else (3, 6)
         n_aux = round(args.batch * args.induction_share)
-        examples = [encode_example(tok, training_example(pools, rng, passages, args.followups))
+        examples = [encode_example(tok, training_example(pools, rng, passages, args.followups,
+                                                         args.row_tokens > 0))
                     for _ in range(args.batch - n_aux)]
+        if args.row_tokens > 0:
+            examples = [fit_row(ex, args.row_tokens) for ex in examples]
         examples += [induction_row(rng, tok.get_vocab_size()) for _ in range(n_aux)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
