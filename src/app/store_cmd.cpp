@@ -4,17 +4,22 @@
 // the output lacks is copied, and the output is verified. The output is an ordinary store:
 // an existing one is extended (resumable: a merge killed half-way is rerun), a new one is
 // created with the shards' settings. Entries are content-addressed, so the result holds the
-// same keys and bytes as one warm-up of the whole corpus.
+// same keys and bytes as one warm-up of the whole corpus. The shards' cost model comes along
+// (merge_cost_models).
 #include <mpi.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "cluster/cost_model.hpp"
 #include "common/error.hpp"
+#include "pic/distributed.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
@@ -66,6 +71,35 @@ std::string damaged_text(const std::string& what, const store::VerifyReport& v) 
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   return fs::exists(a) && fs::exists(b) && fs::equivalent(a, b, ec);
+}
+
+// The cost model that plans later runs on the merged store (STORE.cost-model.json): an
+// existing one is kept; otherwise the shards' model fitted on the most samples is copied
+// (the first on ties: every shard ran the same model, on nodes of one partition). It is a
+// planning hint, not stored data, so a shard's unreadable model is skipped with a warning.
+void merge_cost_models(const std::string& out, const std::vector<std::string>& shards) {
+  const std::string target = pic::cost_model_path(out);
+  if (fs::exists(target)) return;
+  std::optional<cluster::CostModel> best;
+  std::string from;
+  for (const std::string& shard : shards) {
+    const std::string path = pic::cost_model_path(shard);
+    if (!fs::exists(path)) continue;
+    try {
+      cluster::CostModel m = cluster::CostModel::load(path);
+      if (!best || m.samples() > best->samples()) {
+        best = std::move(m);
+        from = path;
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "hypic: warning: cost model %s is not used: %s\n", path.c_str(),
+                   e.what());
+    }
+  }
+  if (!best) return;
+  best->save(target);
+  std::printf("store merge: cost model of %s (%lld samples) -> %s\n", from.c_str(),
+              static_cast<long long>(best->samples()), target.c_str());
 }
 
 int run_merge(const MergeArgs& a) {
@@ -144,6 +178,7 @@ int run_merge(const MergeArgs& a) {
       store::dtype_name(s.dtype).c_str(), junction_text(s.junction).c_str(),
       static_cast<unsigned long long>(v.entries_checked),
       static_cast<unsigned long long>(v.entries_valid));
+  merge_cost_models(a.out, a.shards);
   return 0;
 }
 

@@ -109,15 +109,38 @@ TEST_F(StoreMergeCli, ShardsMergeIntoTheStoreOneWarmupWritesAndARerunCopiesNothi
   EXPECT_NE(r.out.find("verify 11 entries checked, 11 valid, 0 damaged"), std::string::npos)
       << r.out;
   cli_test::expect_same_store(out, p("reference.h5"));
+  // Each shard's warm-up fitted a cost model on its 4 entries; the first of the equals comes
+  // along, so serve on the merged store plans with measured costs.
+  EXPECT_NE(r.out.find("cost model of " + p("shard0.h5") + ".cost-model.json (4 samples)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(cli_test::slurp(out + ".cost-model.json"),
+            cli_test::slurp(p("shard0.h5") + ".cost-model.json"));
 
-  // Merging again (a rerun after a crash, or a shard listed twice) adds nothing.
+  // Merging again (a rerun after a crash, or a shard listed twice) adds nothing, and keeps
+  // the store's cost model.
   r = hypic("store merge --out " + out + " " + shards() + " " + p("shard1.h5"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("0 copied, 16 already in"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cost model of"), std::string::npos) << r.out;
   r = hypic("inspect --store " + out + " --verify");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("11 valid, 0 damaged"), std::string::npos) << r.out;
   cli_test::expect_same_store(out, p("reference.h5"));
+}
+
+TEST_F(StoreMergeCli, AShardsUnreadableCostModelIsSkippedWithAWarning) {
+  fs::copy_file(p("shard0.h5"), p("hint.h5"));
+  std::ofstream(p("hint.h5.cost-model.json")) << "{\"format\": \"hypic-cost-model\", \"vers";
+  const std::string out = p("hint-merged.h5");
+  const CliRun r = hypic("store merge --out " + out + " " + p("hint.h5") + " " + p("shard1.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(
+      r.err.rfind("hypic: warning: cost model " + p("hint.h5") + ".cost-model.json is not used", 0),
+      0u)
+      << r.err;
+  EXPECT_EQ(cli_test::slurp(out + ".cost-model.json"),
+            cli_test::slurp(p("shard1.h5") + ".cost-model.json"));
 }
 
 TEST_F(StoreMergeCli, BadShardsAndOutputsAreRefusedWithOneLine) {
