@@ -1,9 +1,10 @@
 // `hypic bench scaling`: one cold query split into segments of skewed lengths. Rank 0
 // measures every segment's compute time and entry size, and the composition on its own.
-// Under mpirun with N ranks it also serves the query with 1 … N−1 workers (LPT and
-// round-robin). Then the discrete-event simulator (cluster/simulate.hpp), driven by the
-// measured times, projects 1, 2, 8 and 16 workers. Measured and simulated values are
-// printed side by side.
+// Under mpirun with N ranks it also serves the query with 1 … N−1 workers (LPT rebalanced as
+// serve does, the same LPT plan kept static, and round-robin), and reports what each worker
+// computed. Then the discrete-event simulator (cluster/simulate.hpp), driven by the measured
+// times, projects 1, 2, 8 and 16 workers. Measured and simulated values are printed side by
+// side; scripts/bench_scaling.sh repeats the run and prints medians.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -269,7 +270,8 @@ void add_bench_scaling(CLI::App& bench) {
   auto* sub = bench.add_subcommand(
       "scaling",
       "A cold query of skewed segments: measured with the workers there are (run under "
-      "mpirun -n N), simulated for 1, 2, 8, 16 workers, LPT against round-robin");
+      "mpirun -n N), simulated for 1, 2, 8, 16 workers, LPT (rebalanced and static) against "
+      "round-robin");
   auto a = std::make_shared<ScalingArgs>();
   sub->add_option("--arch", a->arch, "qwen3_5 | qwen3_next")->capture_default_str();
   sub->add_option("--preset", a->preset, "tiny | small | bench (random weights)")
