@@ -212,8 +212,9 @@ def training_example(pools, rng, passages=(3, 6), followups=7, distinct=False):
     `followups` more questions on the same passages follow the first (each after the
     previous answer's end token): more answer tokens per prompt token; the first question is
     exactly the eval format. With `distinct`, the follow-ups are that many different facts
-    of the prompt's passages (none repeats the first question or another follow-up, so an
-    answer is never visible earlier in the row); otherwise 0..`followups` random ones."""
+    of the prompt's passages (no question is asked twice in a row, so none can be answered
+    by copying an earlier answer to the same question); otherwise 0..`followups` random
+    ones, repeats allowed."""
     world = World(pools, rng, n_persons=6, n_companies=5)
     ex = draw_query(world, rng, passages)
     ex["more"] = []
