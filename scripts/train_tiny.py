@@ -320,11 +320,12 @@ def write_datasets(pools, tok, args):
 # model and training
 
 
-def make_config(vocab_size, eos, layers=8):
+def make_config(vocab_size, eos, layers=8, hidden=128):
     from transformers import Qwen3_5TextConfig
 
     return Qwen3_5TextConfig(
-        vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=layers,
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=3 * hidden,
+        num_hidden_layers=layers,
         layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4),
         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
@@ -442,10 +443,12 @@ def main():
     ap.add_argument("--minutes", type=float, default=55.0,
                     help="time budget; training ends at --steps or after this, whichever first")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=4, help="a multiple of 4 (3 GDN : 1 attention)")
+    ap.add_argument("--hidden", type=int, default=256,
+                    help="hidden size (the MLP is 3x; head counts and sizes stay)")
     ap.add_argument("--lm-weight", type=float, default=1.0,
                     help="weight of the loss on non-answer tokens")
     ap.add_argument("--induction-steps", type=int, default=600,
@@ -488,7 +491,7 @@ def main():
     if args.data_only:
         return
 
-    cfg = make_config(args.vocab, 0, args.layers)
+    cfg = make_config(args.vocab, 0, args.layers, args.hidden)
     model = Qwen3_5ForCausalLM(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f} M parameters", flush=True)
