@@ -216,8 +216,9 @@ TEST(MoeKernels, RouteMatchesNaiveTopK) {
 }  // namespace
 
 namespace {
-// Speed of the attention kernel next to plain sgemm (not in the suite; run with
-// --gtest_also_run_disabled_tests --gtest_filter='*Bench*').
+// Speed of the attention kernel next to plain sgemm. Disabled: it measures time, and speed
+// targets live in benchmarks, not in the suite; run with --gtest_also_run_disabled_tests
+// --gtest_filter='*Bench*'.
 TEST(AttentionBench, DISABLED_CausalPrefill) {
   const int T =
       std::getenv("HYPIC_BENCH_TOKENS") ? std::atoi(std::getenv("HYPIC_BENCH_TOKENS")) : 4096;
