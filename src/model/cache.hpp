@@ -1,7 +1,7 @@
 #pragma once
 // Per-layer inference caches of the hybrid models: what a forward pass leaves behind so the
-// next one continues exactly where it stopped (decode, chunked prefill, and later the
-// position-independent reuse of segments built on the same fields).
+// next one continues exactly where it stopped (decode, chunked prefill), and what the PIC
+// engine composes and splices segment entries into (src/pic/engine.hpp).
 #include <cstdint>
 #include <vector>
 

@@ -352,13 +352,6 @@ ModelWeights weights_from_hf(const ModelConfig& config,
   return w;
 }
 
-Tensor hf_tensor_from_weights(const ModelConfig& config, const ModelWeights& weights,
-                              const HfTensor& which) {
-  for (const Slot& s : build_slots(config, save_prefix(config), false))
-    if (s.hf.name == which.name) return get(s, weights);
-  throw Error("no tensor named '" + which.name + "' in the " + arch_name(config.arch) + " layout");
-}
-
 ModelConfig load_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "config.json";
   require(fs::is_directory(dir), dir + ": model folder does not exist");

@@ -56,10 +56,6 @@ std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
 // loader and the random initialiser both build weights through this one conversion.
 ModelWeights weights_from_hf(const ModelConfig& config,
                              const std::function<Tensor(const HfTensor&)>& produce);
-// The inverse: one Hugging Face tensor (by its entry in hf_tensor_layout) from canonical
-// weights.
-Tensor hf_tensor_from_weights(const ModelConfig& config, const ModelWeights& weights,
-                              const HfTensor& which);
 
 // Tensor-name prefixes that load_checkpoint skips without complaint: multi-token
 // prediction heads and the Qwen3.5 vision tower.

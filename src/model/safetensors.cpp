@@ -401,15 +401,6 @@ std::vector<int32_t> SafetensorsCheckpoint::read_int32(const std::string& name) 
   return files_[it->second]->read_int32(name);
 }
 
-uint64_t SafetensorsCheckpoint::data_bytes() const {
-  uint64_t n = 0;
-  for (const auto& kv : where_) {
-    const TensorInfo& t = files_[kv.second]->info(kv.first);
-    n += t.end - t.begin;
-  }
-  return n;
-}
-
 // ---------------------------------------------------------------------------------------
 // Writing
 

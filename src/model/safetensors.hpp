@@ -93,8 +93,6 @@ class SafetensorsCheckpoint {
   const std::string& file_of(const std::string& name) const;  // path of the holding file
   Tensor read(const std::string& name) const;
   std::vector<int32_t> read_int32(const std::string& name) const;
-  // Total bytes of tensor data across all files.
-  uint64_t data_bytes() const;
 
  private:
   std::string index_path_;

@@ -131,10 +131,6 @@ bool final_sigma(const std::vector<char32_t>& cps, size_t i) {
 
 }  // namespace
 
-const char* tables_version() {
-  return kUnicodeVersion;
-}
-
 bool next_code_point(std::string_view s, size_t& pos, char32_t& cp) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
   const unsigned char b0 = byte(pos);

@@ -8,9 +8,6 @@
 
 namespace hypic::unicode {
 
-// The Unicode version of the generated tables (Python's unicodedata.unidata_version).
-const char* tables_version();
-
 // Decodes one code point of valid UTF-8 at s[pos] and advances pos. On an invalid or
 // truncated sequence it returns false and advances pos by the length of the maximal invalid
 // subpart (at least one byte), as Unicode's "U+FFFD substitution of maximal subparts" rule.

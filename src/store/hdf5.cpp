@@ -288,11 +288,6 @@ Dataset Location::open_dataset(const std::string& name, size_t chunk_cache_bytes
   return Dataset(Handle(id, H5Dclose), file_, child_path(name));
 }
 
-void Location::unlink(const std::string& name) {
-  if (H5Ldelete(id(), name.c_str(), H5P_DEFAULT) < 0)
-    fail_at("cannot remove", child_path(name), file_);
-}
-
 // ---- Dataset ----
 
 Shape Dataset::shape() const {

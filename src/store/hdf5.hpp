@@ -215,7 +215,6 @@ class Location : public Object {
   Dataset create_dataset(const std::string& name, hid_t stored_type, const Shape& shape,
                          const DatasetOptions& options = {});
   Dataset open_dataset(const std::string& name, size_t chunk_cache_bytes = 0) const;
-  void unlink(const std::string& name);
 
  protected:
   Location() = default;

@@ -13,8 +13,6 @@
 // One writer per file at a time (enforced by a lock on the file); any number of readers,
 // including while a writer runs (they see the entries committed when they opened).
 // A SegmentStore is not thread-safe.
-#include <hdf5.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
