@@ -68,7 +68,7 @@ void add_bench_compose(CLI::App& bench) {
                 a->value_heads % a->key_heads == 0,
             "bench compose: sizes must be positive and value heads a multiple of key heads");
     // One linear layer of Qwen3-Next / Qwen3.5 proportions (defaults: Qwen3-Next-80B's).
-    model::ModelConfig cfg = model::preset_config(model::Arch::Qwen3_5, "tiny");
+    model::ModelConfig cfg = model::preset_config(model::parse_arch("qwen3_5"), "tiny");
     cfg.hidden_size = a->hidden;
     cfg.linear_num_key_heads = a->key_heads;
     cfg.linear_num_value_heads = a->value_heads;

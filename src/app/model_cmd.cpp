@@ -1,8 +1,10 @@
 // `hypic model init` and `hypic model info`.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/commands.hpp"
 #include "model/checkpoint.hpp"
@@ -108,12 +110,15 @@ void add_model_commands(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto io = std::make_shared<InitOpts>();
-  init->add_option("--arch", io->arch, "Architecture")
-      ->required()
-      ->check(CLI::IsMember({"qwen3_next", "qwen3_5"}));
-  init->add_option("--preset", io->preset, "Model size")
-      ->required()
-      ->check(CLI::IsMember({"tiny", "small", "bench"}));
+  // The registered architectures and their presets (preset_config checks the pair).
+  std::vector<std::string> archs, presets;
+  for (const model::ArchSpec* a : model::architectures()) {
+    archs.push_back(a->name());
+    for (const std::string& p : a->preset_names())
+      if (std::find(presets.begin(), presets.end(), p) == presets.end()) presets.push_back(p);
+  }
+  init->add_option("--arch", io->arch, "Architecture")->required()->check(CLI::IsMember(archs));
+  init->add_option("--preset", io->preset, "Model size")->required()->check(CLI::IsMember(presets));
   init->add_option("--seed", io->seed, "Random seed")->required();
   init->add_option("--out", io->out, "Output folder")->required();
   init->add_option("--dtype", io->dtype, "Stored dtype")

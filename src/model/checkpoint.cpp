@@ -104,13 +104,13 @@ ModelWeights allocate(const ModelConfig& c) {
   return w;
 }
 
-// The tensor slots of a config. `prefix` is "model." or "model.language_model.";
+// The tensor slots of a config. `prefix` is one of the architecture's weight prefixes;
 // `fused_experts` describes experts as Hugging Face's in-memory [E, ...] stacks.
 std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, bool fused_experts) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t Hv = c.linear_num_value_heads;
   const int64_t dv = c.linear_value_head_dim;
-  const int64_t kd = c.linear_key_dim(), vd = c.linear_value_dim(), conv = c.linear_conv_dim();
+  const int64_t vd = c.linear_value_dim(), conv = c.linear_conv_dim();
   const int64_t hd = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t K = c.linear_conv_kernel_dim;
 
@@ -123,12 +123,8 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
     s.rows = std::move(rows);
     slots.push_back(std::move(s));
   };
-  const std::vector<int64_t> grouped =
-      c.arch == Arch::Qwen3Next ? qwen3_next_in_proj_rows(c) : std::vector<int64_t>{};
-  // Inverse of the grouped map: for source row j of [qkvz ; ba], its canonical row.
-  std::vector<int64_t> grouped_inv(grouped.size());
-  for (size_t r = 0; r < grouped.size(); ++r)
-    grouped_inv[static_cast<size_t>(grouped[r])] = static_cast<int64_t>(r);
+  // The architecture names and orders the tensors that make up a linear layer's in_proj.
+  const std::vector<InProjPart> in_proj_parts = c.arch_spec().linear_in_proj(c);
 
   add(prefix + "embed_tokens.weight", {V, H}, [](ModelWeights& w) { return &w.embed; });
   for (int i = 0; i < c.num_hidden_layers; ++i) {
@@ -141,18 +137,8 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
     if (c.layer_types[li] == LayerKind::Linear) {
       const std::string A = L + "linear_attn.";
       auto in_proj = [li](ModelWeights& w) { return &w.layers[li].linear.in_proj; };
-      if (c.arch == Arch::Qwen3Next) {
-        const int64_t n_qkvz = 2 * kd + 2 * vd;
-        add(A + "in_proj_qkvz.weight", {n_qkvz, H}, in_proj,
-            std::vector<int64_t>(grouped_inv.begin(), grouped_inv.begin() + n_qkvz));
-        add(A + "in_proj_ba.weight", {2 * Hv, H}, in_proj,
-            std::vector<int64_t>(grouped_inv.begin() + n_qkvz, grouped_inv.end()));
-      } else {
-        add(A + "in_proj_qkv.weight", {conv, H}, in_proj, iota_rows(0, conv));
-        add(A + "in_proj_z.weight", {vd, H}, in_proj, iota_rows(conv, vd));
-        add(A + "in_proj_b.weight", {Hv, H}, in_proj, iota_rows(conv + vd, Hv));
-        add(A + "in_proj_a.weight", {Hv, H}, in_proj, iota_rows(conv + vd + Hv, Hv));
-      }
+      for (const InProjPart& part : in_proj_parts)
+        add(A + part.name, {static_cast<int64_t>(part.rows.size()), H}, in_proj, part.rows);
       add(A + "conv1d.weight", {conv, 1, K},
           [li](ModelWeights& w) { return &w.layers[li].linear.conv1d; });
       add(A + "dt_bias", {Hv}, [li](ModelWeights& w) { return &w.layers[li].linear.dt_bias; });
@@ -220,7 +206,7 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
 }
 
 std::string save_prefix(const ModelConfig& c) {
-  return c.arch == Arch::Qwen3_5 ? "model.language_model." : "model.";
+  return c.arch_spec().weight_prefixes().front();
 }
 
 void put(const Slot& s, ModelWeights& w, const Tensor& src) {
@@ -299,40 +285,6 @@ json read_json_file(const fs::path& p) {
 
 }  // namespace
 
-const std::vector<std::string>& ignorable_prefixes() {
-  static const std::vector<std::string> p = {"mtp.", "model.visual.", "model.mtp."};
-  return p;
-}
-
-std::vector<int64_t> qwen3_next_in_proj_rows(const ModelConfig& c) {
-  const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
-  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-  const int64_t G = Hv / Hk;  // value heads per key head
-  const int64_t kd = Hk * dk, vd = Hv * dv, conv = 2 * kd + vd;
-  const int64_t group = 2 * dk + 2 * G * dv;  // rows of one key head's [q|k|v|z] block
-  const int64_t qkvz_rows = Hk * group;
-  std::vector<int64_t> src(static_cast<size_t>(conv + vd + 2 * Hv));
-  auto set = [&](int64_t canonical, int64_t source) {
-    src[static_cast<size_t>(canonical)] = source;
-  };
-  for (int64_t g = 0; g < Hk; ++g) {
-    const int64_t base = g * group;
-    for (int64_t i = 0; i < dk; ++i) {
-      set(g * dk + i, base + i);            // q
-      set(kd + g * dk + i, base + dk + i);  // k
-    }
-    for (int64_t i = 0; i < G * dv; ++i) {
-      set(2 * kd + g * G * dv + i, base + 2 * dk + i);         // v
-      set(conv + g * G * dv + i, base + 2 * dk + G * dv + i);  // z
-    }
-    for (int64_t j = 0; j < G; ++j) {
-      set(conv + vd + g * G + j, qkvz_rows + g * 2 * G + j);           // b
-      set(conv + vd + Hv + g * G + j, qkvz_rows + g * 2 * G + G + j);  // a
-    }
-  }
-  return src;
-}
-
 std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config) {
   std::vector<HfTensor> out;
   for (const Slot& s : build_slots(config, save_prefix(config), false)) out.push_back(s.hf);
@@ -377,24 +329,19 @@ LoadedModel load_checkpoint(const std::string& dir) {
   const std::vector<std::string> names = ckpt.names();
   const std::set<std::string> present(names.begin(), names.end());
 
-  // Qwen3.5 weights sit under model.language_model. in published checkpoints and under
-  // model. when saved from the text-only class; Qwen3-Next experts may be one tensor per
-  // expert (checkpoints) or fused stacks (transformers' in-memory form).
-  // A nested Qwen3.5 config has two tie_word_embeddings flags; transformers' text-only
-  // class reads the inner one and the multimodal class the outer one. When they
-  // disagree, the checkpoint itself decides: lm_head.weight stored means untied.
-  if (c.arch == Arch::Qwen3_5) {
-    const json raw = read_json_file(fs::path(dir) / "config.json");
-    if (raw.contains("text_config") && raw.at("text_config").is_object() &&
-        raw.value("tie_word_embeddings", json()).is_boolean() &&
-        raw.at("text_config").value("tie_word_embeddings", json()).is_boolean() &&
-        raw.at("tie_word_embeddings") != raw.at("text_config").at("tie_word_embeddings"))
-      out.config.tie_word_embeddings = present.count("lm_head.weight") == 0;
+  // The architecture settles what config.json leaves open (e.g. which of two
+  // tie_word_embeddings flags holds) and where the decoder's tensors sit. Experts may be one
+  // tensor per expert (checkpoints) or fused stacks (transformers' in-memory form).
+  c.arch_spec().adjust_loaded_config(read_json_file(fs::path(dir) / "config.json"), present,
+                                     out.config);
+  const std::vector<std::string> prefixes = c.arch_spec().weight_prefixes();
+  std::string prefix = prefixes.back();
+  for (const std::string& p : prefixes) {
+    if (present.count(p + "embed_tokens.weight")) {
+      prefix = p;
+      break;
+    }
   }
-
-  std::string prefix = "model.";
-  if (c.arch == Arch::Qwen3_5 && present.count("model.language_model.embed_tokens.weight"))
-    prefix = "model.language_model.";
   bool fused = false;
   for (const std::string& n : names) fused = fused || has_suffix(n, ".mlp.experts.gate_up_proj");
   const std::vector<Slot> slots = build_slots(c, prefix, fused);
@@ -419,9 +366,10 @@ LoadedModel load_checkpoint(const std::string& dir) {
                          dtype_name(info.dtype) + ", expected BF16, F16 or F32");
     }
   }
+  const std::vector<std::string> ignored_prefixes = c.arch_spec().ignored_prefixes();
   for (const std::string& n : names) {
     if (expected.count(n)) continue;
-    bool ignorable = std::any_of(ignorable_prefixes().begin(), ignorable_prefixes().end(),
+    bool ignorable = std::any_of(ignored_prefixes.begin(), ignored_prefixes.end(),
                                  [&](const std::string& p) { return has_prefix(n, p); });
     ignorable = ignorable || has_suffix(n, ".rotary_emb.inv_freq");
     ignorable = ignorable || (c.tie_word_embeddings && n == "lm_head.weight");

@@ -3,8 +3,9 @@
 //
 // A folder holds config.json and model.safetensors (or shards listed in
 // model.safetensors.index.json). Loading checks every tensor the config implies for
-// presence and exact shape, refuses tensors hypic does not know (except the ignorable
-// prefixes below), converts to f32 and to the canonical layout of model/weights.hpp.
+// presence and exact shape, refuses tensors hypic does not know (except those under the
+// architecture's ignored prefixes, see model/arch/arch.hpp), converts to f32 and to the
+// canonical layout of model/weights.hpp.
 // Saving writes exactly the Hugging Face layout (the inverse conversion), so
 // transformers' AutoModelForCausalLM loads the result with no missing or unexpected keys.
 #include <cstdint>
@@ -46,9 +47,9 @@ struct HfTensor {
   std::string name;
   std::vector<int64_t> shape;
 };
-// Every tensor save_checkpoint writes for this config, in a fixed order. Qwen3.5 names
-// carry the `model.language_model.` level; Qwen3-Next experts are listed one by one
-// (`mlp.experts.<e>.{gate,up,down}_proj.weight`).
+// Every tensor save_checkpoint writes for this config, in a fixed order, under the
+// architecture's first weight prefix (e.g. Qwen3.5's `model.language_model.`); experts are
+// listed one by one (`mlp.experts.<e>.{gate,up,down}_proj.weight`).
 std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
 
 // Canonical weights assembled from Hugging Face tensors: `produce` is called once for
@@ -56,14 +57,5 @@ std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
 // loader and the random initialiser both build weights through this one conversion.
 ModelWeights weights_from_hf(const ModelConfig& config,
                              const std::function<Tensor(const HfTensor&)>& produce);
-
-// Tensor-name prefixes that load_checkpoint skips without complaint: multi-token
-// prediction heads and the Qwen3.5 vision tower.
-const std::vector<std::string>& ignorable_prefixes();
-
-// Row permutation between Qwen3-Next's grouped projections and the flat canonical order.
-// Returns, for each row r of the canonical in_proj ([q|k|v|z|b|a]), the row of the
-// concatenation [in_proj_qkvz ; in_proj_ba] it comes from.
-std::vector<int64_t> qwen3_next_in_proj_rows(const ModelConfig& config);
 
 }  // namespace hypic::model

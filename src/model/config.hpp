@@ -1,20 +1,26 @@
 #pragma once
-// Model hyper-parameters read from a Hugging Face config.json (qwen3_next, qwen3_5).
-// Implementation: src/model/config.cpp.
+// Model hyper-parameters read from a Hugging Face config.json. What an architecture's
+// config.json holds is decided by its ArchSpec (src/model/arch/); this struct is the union of
+// the fields the layers read. Implementation: src/model/config.cpp.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/arch/arch.hpp"
+
 namespace hypic::model {
 
-enum class Arch { Qwen3Next, Qwen3_5 };
 enum class LayerKind { Linear, FullAttention };  // Gated DeltaNet / gated softmax attention
 
-const char* arch_name(Arch a);  // "qwen3_next" / "qwen3_5"
+// The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
+const char* arch_name(const ArchSpec* arch);
 
 struct ModelConfig {
-  Arch arch = Arch::Qwen3_5;
+  // The registered architecture this config belongs to (never owned; set by from_json and
+  // preset_config).
+  const ArchSpec* arch = nullptr;
+  const ArchSpec& arch_spec() const;  // *arch; throws hypic::Error when none is set
   int vocab_size = 0;
   int hidden_size = 0;
   int num_hidden_layers = 0;
@@ -39,7 +45,8 @@ struct ModelConfig {
   int linear_value_head_dim = 0;
   int linear_conv_kernel_dim = 4;
 
-  // Mixture of experts (qwen3_next only; num_experts == 0 means dense everywhere).
+  // Mixture of experts (num_experts == 0 means dense everywhere; the architecture decides
+  // which layers are MoE).
   int num_experts = 0;
   int num_experts_per_tok = 0;
   int moe_intermediate_size = 0;
@@ -57,13 +64,14 @@ struct ModelConfig {
   int linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
   int linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
   int linear_conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
-  bool layer_is_moe(int layer) const;
+  bool layer_is_moe(int layer) const;  // asks the architecture
   int num_linear_layers() const;
   int num_full_layers() const;
   // Layer layout in groups of full_attention_interval, e.g. "L L L A | L L L A".
   std::string layout_string() const;
 
-  // Parses config.json content; throws hypic::Error naming the offending field.
+  // Parses config.json content with the architecture its model_type names; throws
+  // hypic::Error naming the offending field (or listing the supported model types).
   static ModelConfig from_json(const nlohmann::json& j);
   // Writes a config.json that transformers loads for this architecture.
   nlohmann::json to_json() const;

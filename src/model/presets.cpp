@@ -1,6 +1,8 @@
-// Preset model sizes and deterministic random initialisation.
+// Preset configs (their sizes are the architecture's, src/model/arch/) and deterministic
+// random initialisation.
 #include "model/presets.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -8,30 +10,6 @@
 
 namespace hypic::model {
 namespace {
-
-struct Sizes {
-  int vocab, hidden, layers, intermediate;
-  int heads, kv_heads, head_dim;
-  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
-  int experts, top_k, moe_intermediate, shared_intermediate;  // qwen3_next only
-  double rope_theta;
-  int max_positions;
-};
-
-// Proportions follow the published Qwen3.5 / Qwen3-Next models, scaled down: 3 Gated
-// DeltaNet layers to 1 gated-attention layer, twice as many value heads as key heads in
-// the linear layers, 4:1 (bench) GQA, partial RoPE on a quarter of the head dimension.
-Sizes sizes_for(Arch arch, const std::string& preset) {
-  const bool next = arch == Arch::Qwen3Next;
-  if (preset == "tiny")
-    return {512, 64, 4, 128, 4, 2, 16, 2, 4, 16, 16, next ? 4 : 0, 2, 32, 64, 10000.0, 4096};
-  if (preset == "small")
-    return {4096, 256, 8, 512, 4, 2, 64, 2, 4, 64, 64, next ? 4 : 0, 2, 128, 256, 1e7, 32768};
-  if (preset == "bench")
-    return {32000, 1024,          12, 2560, 8,   2,   128,  4, 8, 128,
-            128,   next ? 16 : 0, 4,  256,  512, 1e7, 32768};
-  throw Error("unknown preset '" + preset + "' (supported: tiny, small, bench)");
-}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -121,50 +99,16 @@ double NormalRng::normal() {
   return u * f;
 }
 
-const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"tiny", "small", "bench"};
-  return names;
-}
-
-Arch parse_arch(const std::string& name) {
-  if (name == "qwen3_next") return Arch::Qwen3Next;
-  if (name == "qwen3_5") return Arch::Qwen3_5;
-  throw Error("unknown architecture '" + name + "' (supported: qwen3_next, qwen3_5)");
-}
-
-ModelConfig preset_config(Arch arch, const std::string& preset) {
-  const Sizes s = sizes_for(arch, preset);
-  ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = s.vocab;
-  c.hidden_size = s.hidden;
-  c.num_hidden_layers = s.layers;
-  c.intermediate_size = s.intermediate;
-  c.rms_norm_eps = 1e-6;
-  c.max_position_embeddings = s.max_positions;
-  // Qwen3.5's smaller models tie the output matrix to the embeddings; Qwen3-Next does not.
-  c.tie_word_embeddings = arch == Arch::Qwen3_5;
-  c.full_attention_interval = 4;
-  for (int i = 0; i < s.layers; ++i)
-    c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::FullAttention : LayerKind::Linear);
-  c.num_attention_heads = s.heads;
-  c.num_key_value_heads = s.kv_heads;
-  c.head_dim = s.head_dim;
-  c.rope_theta = s.rope_theta;
-  c.partial_rotary_factor = 0.25;
-  c.linear_num_key_heads = s.lin_k_heads;
-  c.linear_num_value_heads = s.lin_v_heads;
-  c.linear_key_head_dim = s.lin_k_dim;
-  c.linear_value_head_dim = s.lin_v_dim;
-  c.linear_conv_kernel_dim = 4;
-  if (arch == Arch::Qwen3Next) {
-    c.num_experts = s.experts;
-    c.num_experts_per_tok = s.top_k;
-    c.moe_intermediate_size = s.moe_intermediate;
-    c.shared_expert_intermediate_size = s.shared_intermediate;
-    c.decoder_sparse_step = 1;
-    c.norm_topk_prob = true;
+ModelConfig preset_config(const ArchSpec& arch, const std::string& preset) {
+  const std::vector<std::string> names = arch.preset_names();
+  if (std::find(names.begin(), names.end(), preset) == names.end()) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw Error("unknown preset '" + preset + "' (supported: " + list + ")");
   }
+  ModelConfig c;
+  c.arch = &arch;
+  arch.fill_preset(preset, c);
   c.validate();
   return c;
 }

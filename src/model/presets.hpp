@@ -11,11 +11,10 @@
 
 namespace hypic::model {
 
-// "tiny" (tests), "small" (demo), "bench" (performance); throws hypic::Error otherwise.
-ModelConfig preset_config(Arch arch, const std::string& preset);
-const std::vector<std::string>& preset_names();
-// Parses "qwen3_next" / "qwen3_5"; throws hypic::Error naming the supported ones.
-Arch parse_arch(const std::string& name);
+// One of the architecture's presets (arch.preset_names(): "tiny" for tests, "small" for
+// demos, "bench" for performance); throws hypic::Error naming the supported ones otherwise.
+// parse_arch (model/arch/arch.hpp) finds an architecture by name.
+ModelConfig preset_config(const ArchSpec& arch, const std::string& preset);
 
 // Random weights for `config`, identical for a given seed on every platform: each tensor
 // draws from its own std::mt19937_64 stream seeded from (seed, tensor name), and normal

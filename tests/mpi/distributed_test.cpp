@@ -58,7 +58,7 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b,
 }
 
 TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
-  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
   const std::string fp = "test-fingerprint";
   const auto docs = corpus(model.config().vocab_size);
   hypic::pic::WarmupOptions opt;
@@ -112,7 +112,7 @@ hypic::pic::EngineOptions pic_options() {
 }
 
 TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
-  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
   const std::string fp = "test-fingerprint";
   const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();
@@ -157,7 +157,7 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
 }
 
 TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangingResults) {
-  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
   const std::string fp = "test-fingerprint";
   const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();

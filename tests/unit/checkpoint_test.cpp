@@ -316,8 +316,8 @@ TEST(Checkpoint, UnknownModelTypeAndMissingFiles) {
   EXPECT_NE(msg.find("'mamba2'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("qwen3_next, qwen3_5"), std::string::npos) << msg;
   // A valid config without weights.
-  save_checkpoint(d, preset_config(Arch::Qwen3_5, "tiny"),
-                  random_weights(preset_config(Arch::Qwen3_5, "tiny"), 1), DType::F32);
+  save_checkpoint(d, preset_config(parse_arch("qwen3_5"), "tiny"),
+                  random_weights(preset_config(parse_arch("qwen3_5"), "tiny"), 1), DType::F32);
   fs::remove(d + "/model.safetensors");
   EXPECT_NE(error_of([&] { load_checkpoint(d); }).find("no model.safetensors"), std::string::npos);
 }
@@ -327,10 +327,10 @@ TEST(Checkpoint, UnknownModelTypeAndMissingFiles) {
 
 TEST(Checkpoint, SaveThenLoadGivesIdenticalWeights) {
   TempDir tmp("hypic-ckpt");
-  for (Arch arch : {Arch::Qwen3Next, Arch::Qwen3_5}) {
-    const ModelConfig c = preset_config(arch, "tiny");
+  for (const std::string arch : {"qwen3_next", "qwen3_5"}) {
+    const ModelConfig c = preset_config(parse_arch(arch), "tiny");
     const ModelWeights w = random_weights(c, 11);
-    const std::string d = tmp.file(arch_name(arch));
+    const std::string d = tmp.file(arch);
     save_checkpoint(d, c, w, DType::F32);
     const LoadedModel m = load_checkpoint(d);
     EXPECT_EQ(m.config.to_json(), c.to_json());
@@ -361,7 +361,7 @@ TEST(Checkpoint, GoldenSurvivesSaveAndLoad) {
 
 TEST(Checkpoint, ShardedSaveLoadsLikeSingleFile) {
   TempDir tmp("hypic-ckpt");
-  const ModelConfig c = preset_config(Arch::Qwen3Next, "tiny");
+  const ModelConfig c = preset_config(parse_arch("qwen3_next"), "tiny");
   const ModelWeights w = random_weights(c, 5);
   save_checkpoint(tmp.file("s"), c, w, DType::F32, 200 * 1024);
   EXPECT_TRUE(fs::exists(tmp.file("s") + "/model.safetensors.index.json"));
@@ -372,11 +372,11 @@ TEST(Checkpoint, ShardedSaveLoadsLikeSingleFile) {
 }
 
 TEST(Checkpoint, HfLayoutMatchesParameterCount) {
-  for (Arch arch : {Arch::Qwen3Next, Arch::Qwen3_5}) {
-    const ModelConfig c = preset_config(arch, "tiny");
+  for (const std::string arch : {"qwen3_next", "qwen3_5"}) {
+    const ModelConfig c = preset_config(parse_arch(arch), "tiny");
     EXPECT_EQ(config_parameter_count(c), random_weights(c, 1).parameter_count());
     for (const HfTensor& t : hf_tensor_layout(c)) {
-      if (arch == Arch::Qwen3_5 && t.name != "lm_head.weight") {
+      if (arch == "qwen3_5" && t.name != "lm_head.weight") {
         EXPECT_EQ(t.name.rfind("model.language_model.", 0), 0u) << t.name;
       }
     }
@@ -384,10 +384,10 @@ TEST(Checkpoint, HfLayoutMatchesParameterCount) {
 }
 
 TEST(Presets, SizesAreInTheirRanges) {
-  for (Arch arch : {Arch::Qwen3Next, Arch::Qwen3_5}) {
-    const ModelConfig tiny = preset_config(arch, "tiny");
-    const ModelConfig small = preset_config(arch, "small");
-    const ModelConfig bench = preset_config(arch, "bench");
+  for (const std::string arch : {"qwen3_next", "qwen3_5"}) {
+    const ModelConfig tiny = preset_config(parse_arch(arch), "tiny");
+    const ModelConfig small = preset_config(parse_arch(arch), "small");
+    const ModelConfig bench = preset_config(parse_arch(arch), "bench");
     EXPECT_LT(config_parameter_count(tiny), 1000000u);
     EXPECT_GT(config_parameter_count(small), 1000000u);
     EXPECT_LT(config_parameter_count(small), 10000000u);
@@ -399,11 +399,12 @@ TEST(Presets, SizesAreInTheirRanges) {
       EXPECT_GT(c->linear_num_value_heads, c->linear_num_key_heads);
       EXPECT_GT(c->num_attention_heads, c->num_key_value_heads);
       EXPECT_EQ(c->rotary_dim() * 4, c->head_dim);
-      EXPECT_EQ(c->num_experts > 0, arch == Arch::Qwen3Next);
+      EXPECT_EQ(c->num_experts > 0, arch == "qwen3_next");
     }
   }
-  EXPECT_NE(error_of([] { preset_config(Arch::Qwen3_5, "huge"); }).find("tiny, small, bench"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { preset_config(parse_arch("qwen3_5"), "huge"); }).find("tiny, small, bench"),
+      std::string::npos);
 }
 
 TEST(Presets, NormalGeneratorIsStandardNormalAndReproducible) {
@@ -425,8 +426,8 @@ TEST(Presets, NormalGeneratorIsStandardNormalAndReproducible) {
 }
 
 TEST(Presets, RandomInitIsDeterministicPerSeed) {
-  for (Arch arch : {Arch::Qwen3Next, Arch::Qwen3_5}) {
-    const ModelConfig c = preset_config(arch, "tiny");
+  for (const std::string arch : {"qwen3_next", "qwen3_5"}) {
+    const ModelConfig c = preset_config(parse_arch(arch), "tiny");
     const ModelWeights a = random_weights(c, 7), b = random_weights(c, 7), d = random_weights(c, 8);
     expect_same_weights(a, b);
     EXPECT_NE(a.embed.vec(), d.embed.vec());
@@ -501,7 +502,8 @@ TEST(ModelCommand, InfoPrintsLayoutAndCounts) {
   ASSERT_EQ(run_hypic("model info --model " + tmp.file("m"), tmp.file("")).code, 0);
   const std::string out = read_bytes(tmp.file("") + "/stdout.txt");
   EXPECT_NE(out.find("L L L A"), std::string::npos) << out;
-  EXPECT_NE(out.find(std::to_string(config_parameter_count(preset_config(Arch::Qwen3_5, "tiny")))),
+  EXPECT_NE(out.find(std::to_string(
+                config_parameter_count(preset_config(parse_arch("qwen3_5"), "tiny")))),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("f32"), std::string::npos) << out;

@@ -178,7 +178,14 @@ TEST_P(CacheContract, DecodeEqualsRecompute) {
   EXPECT_EQ(cache.n_tokens, 75);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CacheContract, ::testing::Values("qwen3_next", "qwen3_5"),
+// Every registered architecture (qwen3_next, qwen3_5 today).
+std::vector<std::string> registered_architectures() {
+  std::vector<std::string> names;
+  for (const hypic::model::ArchSpec* a : hypic::model::architectures()) names.push_back(a->name());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CacheContract, ::testing::ValuesIn(registered_architectures()),
                          [](const auto& test_param) { return test_param.param; });
 
 TEST(Forward, RejectsTokenOutsideVocabulary) {

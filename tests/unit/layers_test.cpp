@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/layers.hpp"
@@ -68,8 +69,8 @@ void rms_rows(std::vector<double>& x, const Tensor& w, int rows, int cols, doubl
 struct Fixture {
   ModelConfig cfg;
   ModelWeights w;
-  Fixture(Arch arch, uint64_t seed)
-      : cfg(preset_config(arch, "tiny")), w(random_weights(cfg, seed)) {}
+  Fixture(const std::string& arch, uint64_t seed)
+      : cfg(preset_config(parse_arch(arch), "tiny")), w(random_weights(cfg, seed)) {}
   int first_layer(LayerKind kind) const {
     for (int l = 0; l < cfg.num_hidden_layers; ++l)
       if (cfg.layer_types[static_cast<size_t>(l)] == kind) return l;
@@ -78,7 +79,7 @@ struct Fixture {
 };
 
 TEST(GdnLayer, MatchesNaiveRecurrenceWithConvStateAndCache) {
-  Fixture f(Arch::Qwen3_5, 3);
+  Fixture f("qwen3_5", 3);
   const ModelConfig& c = f.cfg;
   const int l = f.first_layer(LayerKind::Linear);
   const GdnWeights& w = f.w.layers[static_cast<size_t>(l)].linear;
@@ -165,7 +166,7 @@ TEST(GdnLayer, MatchesNaiveRecurrenceWithConvStateAndCache) {
 }
 
 TEST(AttentionLayer, SecondBlockMatchesNaiveOverWholePrefix) {
-  Fixture f(Arch::Qwen3_5, 8);
+  Fixture f("qwen3_5", 8);
   const ModelConfig& c = f.cfg;
   const int l = f.first_layer(LayerKind::FullAttention);
   const AttentionWeights& w = f.w.layers[static_cast<size_t>(l)].attn;
@@ -250,7 +251,7 @@ std::vector<double> naive_mlp(const MlpWeights& w, const double* x, int hidden) 
 }
 
 TEST(MlpLayer, DenseSwigluAddsIntoResidual) {
-  Fixture f(Arch::Qwen3_5, 10);
+  Fixture f("qwen3_5", 10);
   const MlpWeights& w = f.w.layers[0].mlp;
   const int hidden = f.cfg.hidden_size, T = 5;
   const auto x = randn(static_cast<size_t>(T) * hidden, 11);
@@ -269,7 +270,7 @@ TEST(MlpLayer, DenseSwigluAddsIntoResidual) {
 }
 
 TEST(MoeLayer, MatchesNaivePerTokenRouting) {
-  Fixture f(Arch::Qwen3Next, 13);
+  Fixture f("qwen3_next", 13);
   const ModelConfig& c = f.cfg;
   ASSERT_TRUE(f.w.layers[0].is_moe);
   const MoeWeights& w = f.w.layers[0].moe;

@@ -28,8 +28,9 @@ using hypic::pic::Query;
 using hypic::pic::QueryResult;
 
 struct Fixture {
-  hypic::model::ModelConfig cfg = hypic::model::preset_config(hypic::model::Arch::Qwen3_5, "tiny");
-  Model model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 21);
+  hypic::model::ModelConfig cfg =
+      hypic::model::preset_config(hypic::model::parse_arch("qwen3_5"), "tiny");
+  Model model = pic_test::remembering_tiny_model("qwen3_5", 21);
   std::string fp = hypic::pic::model_fingerprint(model.config(), model.weights());
 };
 

@@ -6,6 +6,7 @@
 // memory of tens to hundreds of tokens.
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/forward.hpp"
@@ -13,8 +14,8 @@
 
 namespace pic_test {
 
-inline hypic::model::Model remembering_tiny_model(hypic::model::Arch arch, uint64_t seed) {
-  const auto cfg = hypic::model::preset_config(arch, "tiny");
+inline hypic::model::Model remembering_tiny_model(const std::string& arch, uint64_t seed) {
+  const auto cfg = hypic::model::preset_config(hypic::model::parse_arch(arch), "tiny");
   auto weights = hypic::model::random_weights(cfg, seed);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::uniform_real_distribution<float> log_a(std::log(0.005f), std::log(0.1f));

@@ -1,0 +1,84 @@
+#pragma once
+// One architecture = one ArchSpec, defined in src/model/arch/<name>.cpp and listed in
+// src/model/arch/registry.cpp. Generic code (config, checkpoint, presets, the app) asks a
+// model's ArchSpec and never names an architecture itself.
+//
+// An ArchSpec decides what its config.json holds, how its checkpoint names and lays out the
+// tensors that differ between architectures, which layers are MoE, and its named presets.
+// What it fills is the one ModelConfig that the layers read (the union of the fields every
+// architecture needs); the canonical weights (model/weights.hpp) are the same for all.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace hypic::model {
+
+struct ModelConfig;
+
+// One checkpoint tensor that fills rows of a linear-attention layer's canonical in_proj
+// ([q | k | v | z | b | a] x hidden, see model/weights.hpp): row i of the tensor named
+// `<prefix>layers.<l>.linear_attn.<name>` is canonical row rows[i].
+struct InProjPart {
+  std::string name;
+  std::vector<int64_t> rows;
+};
+
+class ArchSpec {
+ public:
+  virtual ~ArchSpec() = default;
+
+  // The architecture's name: `--arch`, error messages, store fingerprints.
+  virtual const char* name() const = 0;
+  // config.json top-level model_type values this architecture reads (its name first).
+  virtual std::vector<std::string> model_types() const { return {name()}; }
+
+  // --- config.json
+  // Fills `c` from config.json content (c.arch is already this architecture); throws
+  // hypic::Error naming the offending field. ModelConfig::from_json validates afterwards.
+  virtual void read_config(const nlohmann::json& root, ModelConfig& c) const = 0;
+  // A config.json that transformers loads for this architecture.
+  virtual nlohmann::json write_config(const ModelConfig& c) const = 0;
+  // Checks beyond ModelConfig::validate's generic ones (throws hypic::Error).
+  virtual void validate(const ModelConfig&) const {}
+
+  // --- layer plan (layer_types, linear or full attention, is read by read_config / presets)
+  // Whether layer `layer` has a mixture-of-experts MLP (else a dense SwiGLU MLP).
+  virtual bool layer_is_moe(const ModelConfig& c, int layer) const = 0;
+
+  // --- checkpoint tensors
+  // Prefixes of the decoder's tensors ("model." -> model.layers.0...). Saving uses the
+  // first; loading uses the first whose embed_tokens.weight the checkpoint holds, else the
+  // last.
+  virtual std::vector<std::string> weight_prefixes() const = 0;
+  // The checkpoint tensors that make up a linear-attention layer's in_proj, with their rows.
+  virtual std::vector<InProjPart> linear_in_proj(const ModelConfig& c) const = 0;
+  // Tensor-name prefixes that loading skips without complaint (parts hypic does not run,
+  // such as multi-token prediction heads or a vision tower).
+  virtual std::vector<std::string> ignored_prefixes() const = 0;
+  // Lets the checkpoint settle what config.json leaves open, given the raw config.json and
+  // the names of the tensors the checkpoint holds.
+  virtual void adjust_loaded_config(const nlohmann::json& /*raw*/,
+                                    const std::set<std::string>& /*tensors*/,
+                                    ModelConfig& /*c*/) const {}
+
+  // --- presets (`hypic model init --arch <name> --preset <preset>`)
+  virtual std::vector<std::string> preset_names() const = 0;
+  // Fills `c` (c.arch is already set) for `preset`, one of preset_names().
+  virtual void fill_preset(const std::string& preset, ModelConfig& c) const = 0;
+};
+
+// --- the registry (registry.cpp)
+
+// Every registered architecture, in registration order.
+const std::vector<const ArchSpec*>& architectures();
+// Names of the registered architectures, comma separated ("qwen3_next, qwen3_5").
+std::string supported_architectures();
+// The architecture that reads config.json's model_type, or nullptr.
+const ArchSpec* arch_for_model_type(const std::string& model_type);
+// The architecture named `name` (`--arch`); throws hypic::Error listing the supported ones.
+const ArchSpec& parse_arch(const std::string& name);
+
+}  // namespace hypic::model

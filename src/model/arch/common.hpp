@@ -1,0 +1,61 @@
+#pragma once
+// Building blocks the architecture files share: a reader for config.json fields that names
+// them in errors, and the readers / writers of the fields every Qwen-family hybrid model
+// (Gated DeltaNet + gated attention) holds. An architecture file calls them in the order
+// its config.json is checked; what differs between architectures stays in its own file.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+
+namespace hypic::model::arch {
+
+// Reads fields of one JSON object and names them as `<where>.<field>` in errors.
+class Fields {
+ public:
+  Fields(const nlohmann::json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+
+  bool has(const char* key) const;
+  std::string path(const char* key) const;
+  int integer(const char* key) const;  // required
+  int integer(const char* key, int fallback) const;
+  double number(const char* key, double fallback) const;
+  bool boolean(const char* key, bool fallback) const;
+  std::string string(const char* key, const std::string& fallback) const;
+  std::vector<int> int_list(const char* key) const;  // a single number counts as a list
+  const nlohmann::json& at(const char* key) const { return obj_.at(key); }
+
+ private:
+  const nlohmann::json& obj_;
+  std::string where_;
+};
+
+// Sizes, norms, activation, attention, RoPE and Gated DeltaNet fields, read from the text
+// model's fields `f`; `top` is the top level (fallback for tie_word_embeddings).
+void read_hybrid_fields(const Fields& f, const Fields& top, ModelConfig& c);
+// The attention kind of each layer: an explicit layer_types list wins; otherwise every
+// full_attention_interval-th layer is full attention.
+void read_layer_types(const Fields& f, ModelConfig& c);
+// intermediate_size, required when some layer is dense (c.arch decides which are MoE).
+void read_dense_mlp_width(const Fields& f, ModelConfig& c);
+// bos_token_id / eos_token_id from the text model's fields, else from the top level.
+void read_token_ids(const Fields& f, const Fields& top, ModelConfig& c);
+
+// The text model's config.json fields that read_hybrid_fields, read_layer_types,
+// read_dense_mlp_width and read_token_ids read back (no model_type, no MoE fields).
+nlohmann::json hybrid_fields_json(const ModelConfig& c);
+
+// The shape a preset gives: Qwen3.5 / Qwen3-Next proportions scaled down, 3 Gated DeltaNet
+// layers to 1 gated-attention layer, partial RoPE on a quarter of the head dimension.
+struct HybridSizes {
+  int vocab, hidden, layers, intermediate;
+  int heads, kv_heads, head_dim;
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+  double rope_theta;
+  int max_positions;
+};
+void fill_hybrid_preset(const HybridSizes& s, ModelConfig& c);
+
+}  // namespace hypic::model::arch
