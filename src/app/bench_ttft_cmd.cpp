@@ -20,10 +20,9 @@ namespace {
 using nlohmann::json;
 
 struct TtftArgs {
-  std::string arch = "qwen3_5", preset = "small", json, store,
-              modes = "full,prefix,pic,pic-addition";
-  std::string junction = "8", dtype = "bf16";
-  bench::TtftOptions options;
+  std::string arch = "qwen3_5", preset = "small", json, modes = "full,prefix,pic,pic-addition";
+  std::string junction = "8";
+  bench::TtftOptions options;  // the other flags, as given
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -73,11 +72,11 @@ bench::TtftProgress reporter(const TtftArgs& a, std::map<std::string, RunSummary
         o.queries, o.segments, o.segment_tokens, o.question_tokens,
         static_cast<long long>(r.prompt_tokens), o.corpus, o.zipf);
   };
-  p.store_warmed = [&a, &o](const bench::TtftResult& r) {
+  p.store_warmed = [&o](const bench::TtftResult& r) {
     std::printf("warm-up: %zu entries in %.1f s (%.0f tokens/s), store %.1f MiB (%s)\n",
                 r.warmup_entries, r.warmup_seconds,
                 double(r.warmup_entries) * o.segment_tokens / r.warmup_seconds,
-                r.store_bytes / 1048576.0, a.dtype.c_str());
+                r.store_bytes / 1048576.0, o.dtype.c_str());
     std::printf("TTFT per mode (%d queries each, same trace):\n", o.queries);
   };
   p.mode_done = [&o, &summaries](const bench::TtftModeRun& run) {
@@ -117,7 +116,7 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
             {"corpus", o.corpus},
             {"zipf", o.zipf},
             {"junction", o.junction.to_string()},
-            {"dtype", a.dtype},
+            {"dtype", o.dtype},
             {"memory_budget_mib", o.memory_budget_mib},
             {"warmup_seconds", r.warmup_seconds},
             {"store_bytes", r.store_bytes}};
@@ -135,8 +134,6 @@ int run_bench_ttft(TtftArgs& a) {
   o.modes = split(a.modes);
   for (const std::string& m : o.modes) pic::parse_mode(m);
   o.model = model::preset_config(model::parse_arch(a.arch), a.preset);
-  o.dtype = a.dtype;
-  o.store = a.store;
   std::map<std::string, RunSummary> summaries;
   const bench::TtftResult r = bench::run_ttft(o, reporter(a, summaries));
   print_ratios(r, summaries);
@@ -166,11 +163,11 @@ void add_bench_ttft(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--zipf", o.zipf, "Zipf exponent of document popularity")->capture_default_str();
   sub->add_option("--junction", a->junction, "junction window")->capture_default_str();
-  sub->add_option("--dtype", a->dtype, "store element type")->capture_default_str();
+  sub->add_option("--dtype", o.dtype, "store element type")->capture_default_str();
   sub->add_option("--memory-budget", o.memory_budget_mib, "MiB for the memory tier / snapshots")
       ->capture_default_str();
   sub->add_option("--modes", a->modes, "comma-separated modes")->capture_default_str();
-  sub->add_option("--store", a->store, "keep the warmed store at this path (default: temporary)");
+  sub->add_option("--store", o.store, "keep the warmed store at this path (default: temporary)");
   sub->add_option("--seed", o.seed, "seed of weights and trace")->capture_default_str();
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   on_run(sub, [a] { return run_bench_ttft(*a); });
