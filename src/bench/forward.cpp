@@ -1,0 +1,59 @@
+#include "bench/forward.hpp"
+
+#include <random>
+#include <utility>
+
+#include "bench/blas.hpp"
+#include "bench/timing.hpp"
+#include "common/error.hpp"
+#include "model/checkpoint.hpp"
+#include "model/forward.hpp"
+
+namespace hypic::bench {
+
+ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o) {
+  require(o.tokens > 0 && o.reps > 0, "--tokens and --reps must be positive");
+  ForwardResult r;
+  r.blas = kernels::blas_info();
+  r.sgemm_gflops = measure_sgemm_gflops(o.sgemm_n, o.sgemm_reps);
+
+  auto loaded = model::load_checkpoint(model_dir);
+  r.config = loaded.config;
+  const model::ModelConfig& cfg = r.config;
+  model::Model net(std::move(loaded.config), std::move(loaded.weights));
+  r.weights_bytes = double(net.weights().bytes());
+  r.parameter_count = double(net.weights().parameter_count());
+
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(o.tokens));
+  for (auto& t : ids) t = tok(rng);
+
+  model::ForwardTimes parts;
+  for (int run = 0; run <= o.reps; ++run) {  // run 0 warms up
+    auto cache = net.new_cache();
+    net.times().clear();
+    const auto t0 = Clock::now();
+    net.prefill(ids, cache, model::LogitsMode::Last);
+    const double dt = seconds_since(t0);
+    if (run > 0) r.prefill_seconds.push_back(dt);
+    if (run == 1) parts = net.times();
+    r.cache_bytes = double(cache.bytes());
+  }
+  const double t = median(r.prefill_seconds);
+  r.prefill_seconds_median = t;
+  r.tokens_per_second = o.tokens / t;
+  r.flops = model::prefill_flops(cfg, o.tokens, 0, 1);
+  r.achieved_gflops = r.flops.total() / t / 1e9;
+  r.fraction_of_sgemm = r.achieved_gflops / r.sgemm_gflops;
+  r.parts_total = parts.total();
+  r.seconds_by_part = {{"gdn_proj", parts.gdn_proj},       {"gdn_conv", parts.gdn_conv},
+                       {"gdn_rule", parts.gdn_rule},       {"gdn_out", parts.gdn_out},
+                       {"attn_proj", parts.attn_proj},     {"attn_core", parts.attn_core},
+                       {"attn_out", parts.attn_out},       {"mlp", parts.mlp},
+                       {"moe_experts", parts.moe_experts}, {"moe_shared", parts.moe_shared},
+                       {"norms", parts.embed_norms},       {"lm_head", parts.lm_head}};
+  return r;
+}
+
+}  // namespace hypic::bench

@@ -1,0 +1,47 @@
+#pragma once
+// `hypic bench forward`: prefill throughput of a model against this machine's sgemm rate.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hypic/kernels/blas.hpp"
+#include "model/config.hpp"
+#include "model/flops.hpp"
+
+namespace hypic::bench {
+
+struct ForwardOptions {
+  int tokens = 4096;   // prompt length
+  int reps = 3;        // timed prefills (median reported), after one warm-up
+  int seed = 0;        // seed of the random prompt
+  int sgemm_n = 2048;  // the sgemm reference: n x n x n products, median of sgemm_reps
+  int sgemm_reps = 5;
+};
+
+struct ForwardResult {
+  model::ModelConfig config;  // of the model loaded
+  double parameter_count = 0;
+  kernels::BlasInfo blas;
+  double sgemm_gflops = 0;
+  std::vector<double> prefill_seconds;  // one per timed run
+  double prefill_seconds_median = 0;
+  double tokens_per_second = 0;
+  model::FlopCount flops;  // counted for one prefill
+  double achieved_gflops = 0;
+  double fraction_of_sgemm = 0;
+  double weights_bytes = 0;
+  double cache_bytes = 0;  // the inference cache after one prefill
+  // Seconds per part of the forward pass in the first timed run, in report order (gdn_proj,
+  // …, lm_head); parts_total is that run's timed total (q/k/v preparation included, which
+  // has no row of its own).
+  std::vector<std::pair<std::string, double>> seconds_by_part;
+  double parts_total = 0;
+};
+
+// Measures the sgemm rate, then loads the model folder and prefills a random prompt of
+// `options.tokens` ids reps + 1 times (the first warms up). In that order, so that the sgemm
+// buffers are gone before the weights arrive and the process's peak memory is the prefill's.
+ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& options);
+
+}  // namespace hypic::bench

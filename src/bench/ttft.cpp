@@ -1,0 +1,205 @@
+#include "bench/ttft.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "bench/timing.hpp"
+#include "common/error.hpp"
+#include "model/forward.hpp"
+#include "model/presets.hpp"
+#include "pic/fingerprint.hpp"
+#include "pic/segment_entry.hpp"
+#include "store/segment_store.hpp"
+
+namespace hypic::bench {
+namespace {
+
+// `corpus` documents of `segment_tokens` random ids each.
+std::vector<std::vector<int32_t>> random_corpus(const TtftOptions& a, int vocab,
+                                                std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<std::vector<int32_t>> docs(static_cast<size_t>(a.corpus));
+  for (auto& d : docs)
+    for (int t = 0; t < a.segment_tokens; ++t) d.push_back(tok(rng));
+  return docs;
+}
+
+// Queries of k distinct documents drawn by Zipf(s) popularity over the corpus, shuffled.
+std::vector<pic::Query> make_trace(const TtftOptions& a,
+                                   const std::vector<std::vector<int32_t>>& docs, int vocab,
+                                   std::mt19937_64& rng) {
+  std::vector<double> weight(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) weight[i] = 1.0 / std::pow(double(i + 1), a.zipf);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<pic::Query> out;
+  for (int q = 0; q < a.queries; ++q) {
+    std::vector<double> w = weight;
+    pic::Query query;
+    query.id = "q" + std::to_string(q);
+    for (int s = 0; s < a.segments; ++s) {
+      std::discrete_distribution<size_t> pick(w.begin(), w.end());
+      const size_t d = pick(rng);
+      w[d] = 0.0;  // without replacement
+      query.segments.push_back(docs[d]);
+    }
+    std::shuffle(query.segments.begin(), query.segments.end(), rng);
+    for (int t = 0; t < a.question_tokens; ++t) query.question.push_back(tok(rng));
+    query.max_new_tokens = 1;
+    out.push_back(std::move(query));
+  }
+  return out;
+}
+
+// WARM-UP (bench ttft's own path, one process): every document into the store, one
+// compute_entry after another. The unified warm-up path replaces this one call at merge.
+size_t warm_store_serially(model::Model& net, const std::string& fingerprint,
+                           const pic::JunctionSpec& junction,
+                           const std::vector<std::vector<int32_t>>& docs, store::SegmentStore& st) {
+  size_t n = 0;
+  for (const auto& d : docs) {
+    const int w = junction.tokens_for(static_cast<int64_t>(d.size()));
+    st.put(store::entry_key(fingerprint, d, w), pic::to_store_entry(pic::compute_entry(net, d, w)));
+    ++n;
+  }
+  return n;
+}
+
+// Creates the store at `path` and fills it with every document of the corpus.
+void warm_store(model::Model& net, const std::string& fingerprint, const TtftOptions& a,
+                const std::vector<std::vector<int32_t>>& docs, const std::string& path,
+                TtftResult& result) {
+  store::StoreOptions so;
+  so.model_fingerprint = fingerprint;
+  so.junction = a.junction.store_code();
+  so.dtype = store::parse_dtype(a.dtype);
+  store::SegmentStore st = store::SegmentStore::create(path, so);
+  const auto t0 = Clock::now();
+  result.warmup_entries = warm_store_serially(net, fingerprint, a.junction, docs, st);
+  result.warmup_seconds = seconds_since(t0);
+  result.store_bytes = st.stats().file_bytes;
+}
+
+// Removes a temporary store when the benchmark ends, however it ends.
+class RemoveOnExit {
+ public:
+  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove(path_, ec);
+  }
+
+ private:
+  std::string path_;
+};
+
+struct Setup {
+  model::Model& net;
+  const std::string& fingerprint;
+  const TtftOptions& options;
+  const std::string& store_path;
+  const std::vector<pic::Query>& trace;
+};
+
+TtftModeRun run_mode(const Setup& s, const std::string& name, pic::Mode mode, double budget_mib) {
+  std::optional<store::SegmentStore> st;
+  if (pic::uses_entries(mode))
+    st = store::SegmentStore::open(s.store_path, s.fingerprint, s.options.junction.store_code(),
+                                   store::OpenMode::kRead);
+  pic::EngineOptions eo;
+  eo.mode = mode;
+  eo.junction = s.options.junction;
+  eo.memory_budget_bytes = static_cast<size_t>(budget_mib * 1048576.0);
+  pic::Engine engine(s.net, s.fingerprint, eo, st ? &*st : nullptr);
+  TtftModeRun run;
+  run.name = name;
+  run.mode = mode;
+  run.memory_budget_bytes = eo.memory_budget_bytes;
+  s.net.times().clear();
+  for (const pic::Query& q : s.trace) {
+    pic::QueryResult r = engine.run(q);
+    run.ttft_ms.push_back(r.times.ttft * 1e3);
+    r.first_logits = {};
+    r.last_hidden = {};
+    run.results.push_back(std::move(r));
+  }
+  run.forward = s.net.times();
+  run.memory_bytes = engine.memory_bytes();
+  run.ttft_p50_ms = median(run.ttft_ms);
+  return run;
+}
+
+std::optional<double> p50_ratio(const std::vector<TtftModeRun>& runs, const std::string& over) {
+  double num = 0, pic50 = 0;
+  for (const TtftModeRun& r : runs) {
+    if (r.name == over) num = r.ttft_p50_ms;
+    if (r.name == "pic") pic50 = r.ttft_p50_ms;
+  }
+  if (num > 0 && pic50 > 0) return num / pic50;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
+  require(a.segments > 0 && a.segment_tokens > 1 && a.queries > 0 && a.question_tokens > 0,
+          "--segments, --segment-tokens (> 1), --queries and --question-tokens must be positive");
+  require(a.corpus >= a.segments, "--corpus must hold at least --segments documents");
+  std::vector<pic::Mode> modes;
+  for (const std::string& m : a.modes) modes.push_back(pic::parse_mode(m));
+  store::parse_dtype(a.dtype);  // before the long steps: a wrong --dtype fails at once
+  const model::ModelConfig& cfg = a.model;
+  TtftResult result;
+
+  const auto tw = Clock::now();
+  model::Model net(cfg, model::random_weights(cfg, a.seed));
+  const std::string fingerprint = pic::model_fingerprint(net.config(), net.weights());
+  result.build_seconds = seconds_since(tw);
+  result.parameter_count = double(net.weights().parameter_count());
+  result.prompt_tokens = int64_t(a.segments) * a.segment_tokens + a.question_tokens;
+  require(result.prompt_tokens <= cfg.max_position_embeddings,
+          "the queries would exceed the model's context of " +
+              std::to_string(cfg.max_position_embeddings));
+
+  std::mt19937_64 rng(a.seed);
+  const std::vector<std::vector<int32_t>> docs = random_corpus(a, cfg.vocab_size, rng);
+  const std::vector<pic::Query> trace = make_trace(a, docs, cfg.vocab_size, rng);
+  if (progress.model_ready) progress.model_ready(result);
+
+  const std::string store_path = a.store.empty()
+                                     ? (std::filesystem::temp_directory_path() /
+                                        ("hypic-bench-ttft-" + std::to_string(getpid()) + ".h5"))
+                                           .string()
+                                     : a.store;
+  const RemoveOnExit remove_store(a.store.empty() ? store_path : std::string());
+  warm_store(net, fingerprint, a, docs, store_path, result);
+  if (progress.store_warmed) progress.store_warmed(result);
+
+  // One untimed query so that thread pools and allocations are warm for every mode.
+  {
+    pic::EngineOptions eo;
+    eo.mode = pic::Mode::Full;
+    pic::Engine warm(net, fingerprint, eo);
+    warm.run(trace.front());
+  }
+  const Setup setup{net, fingerprint, a, store_path, trace};
+  auto add = [&](const std::string& name, pic::Mode mode, double budget_mib) {
+    result.modes.push_back(run_mode(setup, name, mode, budget_mib));
+    if (progress.mode_done) progress.mode_done(result.modes.back());
+  };
+  for (size_t i = 0; i < modes.size(); ++i) add(a.modes[i], modes[i], a.memory_budget_mib);
+  const bool has_pic = std::find(a.modes.begin(), a.modes.end(), "pic") != a.modes.end();
+  if (has_pic) {
+    add("pic (store reads only)", pic::Mode::Pic, 0.0);
+    result.ratio_prefix_over_pic_p50 = p50_ratio(result.modes, "prefix");
+    result.ratio_full_over_pic_p50 = p50_ratio(result.modes, "full");
+  }
+  return result;
+}
+
+}  // namespace hypic::bench

@@ -1,0 +1,280 @@
+// The benchmark module (src/bench) called directly, without the CLI, on tiny shapes: the
+// results must be complete and consistent with their parts. Nothing here asserts on speed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <string>
+
+#include "bench/blas.hpp"
+#include "bench/compose.hpp"
+#include "bench/forward.hpp"
+#include "bench/scaling.hpp"
+#include "bench/timing.hpp"
+#include "bench/tokenize.hpp"
+#include "bench/ttft.hpp"
+#include "cluster/world.hpp"
+#include "common/error.hpp"
+#include "model/presets.hpp"
+#include "temp_path.hpp"
+
+namespace {
+namespace bench = hypic::bench;
+namespace model = hypic::model;
+
+const std::string kData = HYPIC_TEST_DATA_DIR;
+
+bool positive(double x) {
+  return std::isfinite(x) && x > 0;
+}
+
+model::ModelConfig tiny() {
+  return model::preset_config(model::parse_arch("qwen3_5"), "tiny");
+}
+
+TEST(BenchModule, MedianOfOddAndEvenCounts) {
+  EXPECT_DOUBLE_EQ(bench::median({3, 1, 2}), 2.0);
+  EXPECT_DOUBLE_EQ(bench::median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(bench::upper_median({4, 1, 3, 2}), 3.0);
+  EXPECT_DOUBLE_EQ(bench::median({}), 0.0);
+  int calls = 0;
+  EXPECT_GE(bench::median_seconds(3, [&] { ++calls; }), 0.0);
+  EXPECT_EQ(calls, 4);  // one warm-up, three timed
+}
+
+TEST(BenchModule, BlasRatePerThreadCount) {
+  const bench::BlasResult r = bench::run_blas({64, 2});
+  ASSERT_EQ(r.rates.size(), size_t(std::max(1, r.blas.threads)));
+  for (size_t i = 0; i < r.rates.size(); ++i) {
+    EXPECT_EQ(r.rates[i].threads, int(i) + 1);
+    EXPECT_TRUE(positive(r.rates[i].gflops)) << r.rates[i].gflops;
+  }
+  EXPECT_EQ(hypic::kernels::blas_info().threads, r.blas.threads);  // left as it was found
+  EXPECT_THROW(bench::run_blas({0, 2}), hypic::Error);
+}
+
+TEST(BenchModule, ForwardFiguresAddUp) {
+  bench::ForwardOptions o;
+  o.tokens = 24;
+  o.reps = 2;
+  o.sgemm_n = 64;
+  o.sgemm_reps = 2;
+  const bench::ForwardResult r = bench::run_forward(kData + "/golden/qwen3_5", o);
+  ASSERT_EQ(r.prefill_seconds.size(), 2u);
+  for (double t : r.prefill_seconds) EXPECT_TRUE(positive(t));
+  EXPECT_DOUBLE_EQ(r.prefill_seconds_median, bench::median(r.prefill_seconds));
+  EXPECT_DOUBLE_EQ(r.tokens_per_second, 24 / r.prefill_seconds_median);
+  EXPECT_TRUE(positive(r.flops.total()));
+  EXPECT_DOUBLE_EQ(r.achieved_gflops, r.flops.total() / r.prefill_seconds_median / 1e9);
+  EXPECT_TRUE(positive(r.sgemm_gflops));
+  EXPECT_DOUBLE_EQ(r.fraction_of_sgemm, r.achieved_gflops / r.sgemm_gflops);
+  EXPECT_DOUBLE_EQ(r.weights_bytes, r.parameter_count * sizeof(float));
+  EXPECT_EQ(r.config.num_hidden_layers, 6);  // the golden qwen3_5 checkpoint
+  EXPECT_TRUE(positive(r.cache_bytes));
+  ASSERT_EQ(r.seconds_by_part.size(), 12u);
+  EXPECT_EQ(r.seconds_by_part.front().first, "gdn_proj");
+  EXPECT_EQ(r.seconds_by_part.back().first, "lm_head");
+  double parts = 0;
+  for (const auto& [name, s] : r.seconds_by_part) {
+    EXPECT_GE(s, 0.0) << name;
+    parts += s;
+  }
+  EXPECT_TRUE(positive(parts));
+  EXPECT_LE(parts, r.parts_total * (1 + 1e-9));
+  EXPECT_THROW(bench::run_forward(kData + "/no-such-model", o), hypic::Error);
+}
+
+TEST(BenchModule, ComposeShareAndSummaryBytes) {
+  bench::ComposeOptions o;
+  o.base = tiny();
+  o.tokens = 40;
+  o.hidden = 64;
+  o.key_heads = 2;
+  o.value_heads = 4;
+  o.head_dim = 16;
+  o.reps = 2;
+  const bench::ComposeResult r = bench::run_compose(o);
+  for (double t : {r.layer_forward_s, r.delta_rule_s, r.delta_rule_with_t_s, r.apply_s})
+    EXPECT_TRUE(positive(t)) << t;
+  EXPECT_DOUBLE_EQ(r.build_summary_s, std::max(0.0, r.delta_rule_with_t_s - r.delta_rule_s));
+  EXPECT_DOUBLE_EQ(r.build_percent_of_layer, 100.0 * r.build_summary_s / r.layer_forward_s);
+  ASSERT_EQ(r.summary_bytes.size(), 4u);
+  const char* structures[] = {"scalar", "diagonal", "dense", "lowrank"};
+  const size_t state_floats = 4 * 16 * 16;  // S: heads × dk × dv
+  for (size_t i = 0; i < 4; ++i) {
+    const bench::SummaryBytes& row = r.summary_bytes[i];
+    EXPECT_EQ(row.structure, structures[i]);
+    ASSERT_EQ(row.by_dtype.size(), 3u);
+    EXPECT_EQ(row.by_dtype[0].first, "f32");
+    EXPECT_GT(row.by_dtype[0].second, state_floats * 4);            // T adds to S
+    EXPECT_EQ(row.by_dtype[1].second * 2, row.by_dtype[0].second);  // bf16: half of f32
+    EXPECT_EQ(row.by_dtype[2].second, row.by_dtype[1].second);
+  }
+  EXPECT_EQ(r.summary_bytes[0].by_dtype[0].second, (4 + state_floats) * 4);  // one per head
+  EXPECT_EQ(r.summary_bytes[2].by_dtype[0].second, 2 * state_floats * 4);    // dense dk × dk
+  o.value_heads = 3;  // not a multiple of the key heads
+  EXPECT_THROW(bench::run_compose(o), hypic::Error);
+}
+
+TEST(BenchModule, TokenizeCountsWhatItEncodes) {
+  const std::string text = bench::sample_text(3000);
+  EXPECT_GE(text.size(), 3000u);
+  EXPECT_NE(text.find("位置"), std::string::npos);
+  const auto tok = model::Tokenizer::for_model(kData + "/tokenizer");
+  const bench::TokenizeResult r = bench::run_tokenize(tok, text, 0.02);
+  EXPECT_EQ(r.bytes, text.size());
+  EXPECT_EQ(r.tokens, tok.encode(text).size());
+  EXPECT_GT(r.tokens, 100u);
+  EXPECT_TRUE(positive(r.mb_per_s_cached));
+  EXPECT_TRUE(positive(r.mb_per_s_cold_cache));
+  EXPECT_THROW(bench::run_tokenize(tok, "", 0.02), hypic::Error);
+}
+
+bench::TtftOptions tiny_trace() {
+  bench::TtftOptions o;
+  o.model = tiny();
+  o.segments = 3;
+  o.segment_tokens = 24;
+  o.corpus = 4;
+  o.queries = 3;
+  o.question_tokens = 4;
+  o.memory_budget_mib = 64;
+  return o;
+}
+
+TEST(BenchModule, TtftEveryModeAnswersEveryQuery) {
+  const test_util::TempPath store("bench_ttft_store");
+  bench::TtftOptions o = tiny_trace();
+  o.store = store.str();
+  int ready = 0, warmed = 0;
+  std::vector<std::string> done;
+  bench::TtftProgress progress;
+  progress.model_ready = [&](const bench::TtftResult& r) {
+    ++ready;
+    EXPECT_TRUE(positive(r.parameter_count));
+  };
+  progress.store_warmed = [&](const bench::TtftResult& r) {
+    ++warmed;
+    EXPECT_EQ(r.warmup_entries, 4u);
+  };
+  progress.mode_done = [&](const bench::TtftModeRun& run) { done.push_back(run.name); };
+  const bench::TtftResult r = bench::run_ttft(o, progress);
+  EXPECT_EQ(ready, 1);
+  EXPECT_EQ(warmed, 1);
+  const std::vector<std::string> names = {"full", "prefix", "pic", "pic-addition",
+                                          "pic (store reads only)"};
+  EXPECT_EQ(done, names);
+  EXPECT_EQ(r.prompt_tokens, 3 * 24 + 4);
+  EXPECT_EQ(r.warmup_entries, 4u);
+  EXPECT_TRUE(positive(r.warmup_seconds));
+  EXPECT_GT(r.store_bytes, 0u);
+  EXPECT_TRUE(std::filesystem::exists(store.str()));  // kept: --store was given
+  ASSERT_EQ(r.modes.size(), names.size());
+  for (const bench::TtftModeRun& run : r.modes) {
+    ASSERT_EQ(run.results.size(), 3u) << run.name;
+    ASSERT_EQ(run.ttft_ms.size(), 3u) << run.name;
+    for (size_t q = 0; q < 3; ++q) {
+      EXPECT_TRUE(positive(run.ttft_ms[q])) << run.name;
+      EXPECT_DOUBLE_EQ(run.ttft_ms[q], run.results[q].times.ttft * 1e3);
+      EXPECT_EQ(run.results[q].id, "q" + std::to_string(q));
+      EXPECT_EQ(run.results[q].segments, 3);
+      EXPECT_EQ(run.results[q].answer.size(), 1u);
+      EXPECT_TRUE(run.results[q].first_logits.empty());
+      if (hypic::pic::uses_entries(run.mode)) {
+        EXPECT_EQ(run.results[q].cold, 0) << run.name;  // every document was warmed
+        EXPECT_EQ(run.results[q].hits_memory + run.results[q].hits_store, 3) << run.name;
+      }
+    }
+    EXPECT_DOUBLE_EQ(run.ttft_p50_ms, bench::median(run.ttft_ms));
+    EXPECT_TRUE(positive(run.forward.total())) << run.name;
+  }
+  EXPECT_EQ(r.modes[4].memory_budget_bytes, 0u);
+  EXPECT_EQ(r.modes[4].memory_bytes, 0u);
+  ASSERT_TRUE(r.ratio_prefix_over_pic_p50 && r.ratio_full_over_pic_p50);
+  EXPECT_DOUBLE_EQ(*r.ratio_prefix_over_pic_p50, r.modes[1].ttft_p50_ms / r.modes[2].ttft_p50_ms);
+  EXPECT_DOUBLE_EQ(*r.ratio_full_over_pic_p50, r.modes[0].ttft_p50_ms / r.modes[2].ttft_p50_ms);
+}
+
+TEST(BenchModule, TtftWithoutPicHasNoRatiosAndRemovesItsStore) {
+  bench::TtftOptions o = tiny_trace();
+  o.modes = {"full"};
+  o.queries = 1;
+  const bench::TtftResult r = bench::run_ttft(o);
+  ASSERT_EQ(r.modes.size(), 1u);
+  EXPECT_EQ(r.modes[0].results.size(), 1u);
+  EXPECT_FALSE(r.ratio_prefix_over_pic_p50);
+  EXPECT_FALSE(r.ratio_full_over_pic_p50);
+  const auto temp = std::filesystem::temp_directory_path() /
+                    ("hypic-bench-ttft-" + std::to_string(getpid()) + ".h5");
+  EXPECT_FALSE(std::filesystem::exists(temp));
+  o.modes = {"fast"};
+  EXPECT_THROW(bench::run_ttft(o), hypic::Error);
+  o.modes = {"full"};
+  o.corpus = 2;  // fewer documents than segments per query
+  EXPECT_THROW(bench::run_ttft(o), hypic::Error);
+}
+
+TEST(BenchModule, ScalingOneRankMeasuresAndSimulates) {
+  const hypic::cluster::Communicator comm = hypic::cluster::Communicator::world().duplicate();
+  if (comm.size() != 1) GTEST_SKIP() << "the unit tests run as one process";
+  bench::ScalingOptions o;
+  o.model = tiny();
+  o.tokens = 160;
+  o.segments = 4;
+  o.question_tokens = 4;
+  int ready = 0, serial = 0;
+  bench::ScalingProgress progress;
+  progress.query_ready = [&](const bench::ScalingResult& r) {
+    ++ready;
+    EXPECT_EQ(r.segments.size(), 4u);
+  };
+  progress.serial_done = [&](const bench::ScalingResult&) { ++serial; };
+  const bench::ScalingResult r = bench::run_scaling(comm.get(), o, progress);
+  EXPECT_EQ(ready, 1);
+  EXPECT_EQ(serial, 1);
+  ASSERT_TRUE(r.root);
+  EXPECT_EQ(r.ranks, 1);
+  ASSERT_EQ(r.segments.size(), 4u);
+  int64_t tokens = 0;
+  double compute = 0, compose = 0, bytes = 0;
+  for (const bench::ScalingSegment& s : r.segments) {
+    EXPECT_GE(s.tokens, 16);
+    EXPECT_TRUE(positive(s.compute_s) && positive(s.bytes));
+    EXPECT_GE(s.compose_s, 0.0);
+    tokens += s.tokens;
+    compute += s.compute_s;
+    compose += s.compose_s;
+    bytes += s.bytes;
+  }
+  EXPECT_EQ(tokens, 160);
+  EXPECT_NEAR(compute, r.compute_s, 1e-12);
+  EXPECT_NEAR(compose, r.composition_s, 1e-12);
+  EXPECT_NEAR(bytes, r.entry_bytes, 1e-6);
+  EXPECT_TRUE(positive(r.question_s));
+  EXPECT_DOUBLE_EQ(r.serial_ttft_s, r.compute_s + r.composition_s + r.question_s);
+  // 1 worker (one policy), then 2, 8 and 16 workers with three policies each.
+  ASSERT_EQ(r.rows.size(), 10u);
+  EXPECT_EQ(r.rows[0].workers, 1);
+  EXPECT_EQ(r.rows[0].policy, "lpt");
+  ASSERT_TRUE(r.rows[0].measured);
+  EXPECT_DOUBLE_EQ(r.rows[0].measured->ttft_s, r.serial_ttft_s);
+  EXPECT_DOUBLE_EQ(r.rows[0].measured->speedup, 1.0);
+  const int workers[] = {2, 2, 2, 8, 8, 8, 16, 16, 16};
+  const char* policies[] = {"lpt", "lpt-static", "round-robin"};
+  for (size_t i = 1; i < r.rows.size(); ++i) {
+    EXPECT_EQ(r.rows[i].workers, workers[i - 1]);
+    EXPECT_EQ(r.rows[i].policy, policies[(i - 1) % 3]);
+    EXPECT_FALSE(r.rows[i].measured);  // one rank: no workers to measure
+  }
+  for (const bench::ScalingRow& row : r.rows) {
+    EXPECT_TRUE(positive(row.simulated_ttft_s));
+    EXPECT_TRUE(positive(row.simulated_speedup));
+    EXPECT_GE(row.simulated_steals, 0);
+  }
+  o.tokens = 40;  // under 16 tokens per segment
+  EXPECT_THROW(bench::run_scaling(comm.get(), o), hypic::Error);
+}
+
+}  // namespace
