@@ -18,6 +18,7 @@
 
 #include "app/commands.hpp"
 #include "app/io_util.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
 #include "cluster/simulate.hpp"
@@ -25,7 +26,6 @@
 #include "common/error.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "model/presets.hpp"
-#include "pic/distributed.hpp"
 #include "pic/engine.hpp"
 #include "pic/fingerprint.hpp"
 #include "pic/segment_entry.hpp"
@@ -93,7 +93,7 @@ int run_bench_scaling(const ScalingArgs& a) {
               std::to_string(cfg.max_position_embeddings));
   model::Model net(cfg, model::random_weights(cfg, a.seed));
   if (world.rank != 0) {
-    pic::run_worker(comm.get(), net, junction);
+    cluster::run_worker(comm.get(), net, junction);
     return 0;
   }
   const std::string fingerprint = pic::model_fingerprint(net.config(), net.weights());
@@ -168,12 +168,12 @@ int run_bench_scaling(const ScalingArgs& a) {
                         {"round-robin", cluster::Policy::kRoundRobin, false}};
   struct Measured {
     double ttft_s = 0;
-    pic::DispatchStats stats;
+    cluster::DispatchStats stats;
   };
   std::map<std::pair<int, std::string>, Measured> measured;
   if (world.size == 1) measured[{1, "lpt"}] = {serial, {}};  // rank 0 is the one worker
   if (world.size > 1) {
-    pic::RemoteColdSource cold(comm.get(), net, cluster::CostModel(0.0, 1.0, 0.0));
+    cluster::RemoteColdSource cold(comm.get(), net, cluster::CostModel(0.0, 1.0, 0.0));
     for (int m = 1; m < world.size; ++m)
       for (const Mode& mode : modes) {
         if (m == 1 && mode.policy != cluster::Policy::kLpt) continue;
@@ -185,7 +185,7 @@ int run_bench_scaling(const ScalingArgs& a) {
         fresh.run(query);
         measured[{m, mode.name}] = {seconds_since(t0), cold.last_query()};
       }
-    pic::shutdown_workers(comm.get());
+    cluster::shutdown_workers(comm.get());
   }
 
   // 4. Simulated, from the measured times, planned with token counts as the live run does.

@@ -16,10 +16,10 @@
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "eval/metrics.hpp"
 #include "hypic/kernels/blas.hpp"
-#include "pic/distributed.hpp"
 #include "pic/fidelity.hpp"
 #include "store/segment_store.hpp"
 
@@ -47,7 +47,7 @@ int run_serve(const ServeArgs& a) {
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
-    pic::run_worker(comm.get(), *m.model, junction);
+    cluster::run_worker(comm.get(), *m.model, junction);
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -68,11 +68,11 @@ int run_serve(const ServeArgs& a) {
   eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
   pic::Engine engine(*m.model, m.fingerprint, eo, st ? &*st : nullptr);
   // With workers, rank 0 routes and composes; the cold segments are computed on the workers.
-  std::unique_ptr<pic::RemoteColdSource> cold;
+  std::unique_ptr<cluster::RemoteColdSource> cold;
   if (world.size > 1 && pic::uses_entries(mode)) {
-    cold = std::make_unique<pic::RemoteColdSource>(
+    cold = std::make_unique<cluster::RemoteColdSource>(
         comm.get(), *m.model,
-        st ? pic::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
+        st ? cluster::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
         st ? "the store " + a.store +
                  " keeps the cold entries written so far; rerun the same command to resume"
            : "no store: rerun the same command");
@@ -135,7 +135,7 @@ int run_serve(const ServeArgs& a) {
     st->close();
   }
   cold.reset();
-  pic::shutdown_workers(comm.get());
+  cluster::shutdown_workers(comm.get());
   write_text_file(a.out + "/metrics.json", metrics.dump(2) + "\n");
   write_text_file(a.out + "/timings.csv", summary.timings_csv());
   std::printf("%s\n", summary.one_line().c_str());

@@ -1,7 +1,7 @@
 // `hypic warmup`: every document of a corpus becomes a segment entry in the store.
 // Resumable: entries already in the store are skipped, so a killed warm-up continues where
 // its last committed entry ended. Under mpirun, rank 0 plans (LPT) and writes the store, and
-// the other ranks compute entries (pic/distributed.hpp).
+// the other ranks compute entries (cluster/distributed.hpp).
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,9 +10,9 @@
 
 #include "app/commands.hpp"
 #include "app/pic_inputs.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "hypic/kernels/blas.hpp"
-#include "pic/distributed.hpp"
 #include "pic/junction.hpp"
 #include "pic/segment_entry.hpp"
 #include "store/segment_store.hpp"
@@ -34,10 +34,10 @@ int run_warmup(const WarmupArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const store::StoreDtype dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model);
-  pic::WarmupOptions wo;
+  cluster::WarmupOptions wo;
   wo.junction = junction;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
-    pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
+    cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -65,7 +65,7 @@ int run_warmup(const WarmupArgs& a) {
                    " keeps every entry committed so far (hypic inspect --store " + a.store +
                    " --verify checks it); rerun the same command to resume";
 
-  wo.cost = pic::load_cost_model_or_default(a.store);
+  wo.cost = cluster::load_cost_model_or_default(a.store);
   const bool tty = isatty(fileno(stderr));
   wo.progress = [tty](const std::string& line, bool final) {
     std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
@@ -76,8 +76,8 @@ int run_warmup(const WarmupArgs& a) {
     std::fprintf(stderr,
                  "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
                  world.size, world.size - 1, cluster::blas_threads_per_rank(world));
-  const pic::WarmupResult res =
-      pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  const cluster::WarmupResult res =
+      cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
 
   // Measured times refine the cost model that plans the next run.
   if (res.samples.size() >= 3) {
@@ -86,7 +86,7 @@ int run_warmup(const WarmupArgs& a) {
     gethostname(host, sizeof host - 1);
     fitted.provenance = m.fingerprint + ", " + cfg.layout_string() + ", " + host + ", " +
                         std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
-    fitted.save(pic::cost_model_path(a.store));
+    fitted.save(cluster::cost_model_path(a.store));
   }
   const double dt = res.seconds;
   const store::StoreStats stats = st.stats();

@@ -207,6 +207,7 @@ Bytes serialize_command(const Command& command) {
     w.put_string(task->key);
     w.put(static_cast<uint64_t>(task->tokens.size()));
     w.append(task->tokens.data(), task->tokens.size() * sizeof(int32_t));
+    w.put(task->junction);
   } else {
     w.put(kCommandShutdown);
   }
@@ -229,6 +230,7 @@ Command deserialize_command(const uint8_t* data, size_t size) {
   r.need(n * sizeof(int32_t));
   task.tokens.resize(n);
   r.read(task.tokens.data(), n * sizeof(int32_t));
+  task.junction = r.get<int32_t>();
   r.expect_end();
   return task;
 }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "../unit/pic_test_util.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
-#include "pic/distributed.hpp"
 #include "pic/engine.hpp"
 #include "store/segment_store.hpp"
 
@@ -61,22 +61,22 @@ TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
   auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
   const std::string fp = "test-fingerprint";
   const auto docs = corpus(model.config().vocab_size);
-  hypic::pic::WarmupOptions opt;
+  hypic::cluster::WarmupOptions opt;
   opt.junction.width = 4;
   opt.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
   const Communicator comm = Communicator::world().duplicate();
   if (comm.rank() != 0) {
-    hypic::pic::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, opt);
+    hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, opt);
     return;
   }
   const fs::path dir = scratch("warmup");
   SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kF32);
-  const auto r1 = hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, docs, &one, opt);
+  const auto r1 = hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, docs, &one, opt);
   SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kF32);
   // Half the corpus is there already: those entries are skipped, the rest computed.
   const std::vector<std::vector<int32_t>> half(docs.begin(), docs.begin() + 4);
-  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, half, &many, opt);
-  const auto rn = hypic::pic::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
+  hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, half, &many, opt);
+  const auto rn = hypic::cluster::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
   EXPECT_EQ(r1.computed, 8u);
   EXPECT_EQ(r1.present, 1u);  // the repeated document
   EXPECT_EQ(rn.computed, 4u);
@@ -117,7 +117,7 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
   const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();
   if (comm.rank() != 0) {
-    hypic::pic::run_worker(comm.get(), model, eo.junction);
+    hypic::cluster::run_worker(comm.get(), model, eo.junction);
     return;
   }
   const int vocab = model.config().vocab_size;
@@ -139,7 +139,8 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
   SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
   Engine reference(model, fp, eo, &one);
   Engine spread(model, fp, eo, &many);
-  hypic::pic::RemoteColdSource cold(comm.get(), model, hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  hypic::cluster::RemoteColdSource cold(comm.get(), model,
+                                        hypic::cluster::CostModel(0.0, 1.0, 0.0));
   spread.set_cold_source(&cold);
   for (const auto& query : queries) {
     const auto a = reference.run(query);
@@ -150,7 +151,7 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
     EXPECT_EQ(a.hits_memory + a.hits_store, b.hits_memory + b.hits_store) << query.id;
   }
   EXPECT_EQ(one.size(), many.size());
-  hypic::pic::shutdown_workers(comm.get());
+  hypic::cluster::shutdown_workers(comm.get());
   one.close();
   many.close();
   fs::remove_all(dir);
@@ -164,7 +165,7 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
   if (comm.rank() != 0) {
     // Slow workers: rank 0 surely waits, and does its idle work meanwhile.
     setenv("HYPIC_DEBUG_WORKER_DELAY_MS", "100", 1);
-    hypic::pic::run_worker(comm.get(), model, eo.junction);
+    hypic::cluster::run_worker(comm.get(), model, eo.junction);
     unsetenv("HYPIC_DEBUG_WORKER_DELAY_MS");
     return;
   }
@@ -185,16 +186,17 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
   const fs::path dir = scratch("prefetch");
   SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kBF16);
   SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
-  hypic::pic::WarmupOptions wo;
+  hypic::cluster::WarmupOptions wo;
   wo.junction = eo.junction;
   wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
   const std::vector<std::vector<int32_t>> stored(docs.begin(), docs.begin() + 4);
-  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &one, wo);
-  hypic::pic::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &many, wo);
+  hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &one, wo);
+  hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, stored, &many, wo);
 
   Engine reference(model, fp, eo, &one);
   Engine spread(model, fp, eo, &many);
-  hypic::pic::RemoteColdSource cold(comm.get(), model, hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  hypic::cluster::RemoteColdSource cold(comm.get(), model,
+                                        hypic::cluster::CostModel(0.0, 1.0, 0.0));
   spread.set_cold_source(&cold);
   cold.set_idle_work([&spread] { return spread.prefetch_one(); });
   spread.queue_prefetch(q1);  // its four stored documents, not docs[6] (not in the store yet)
@@ -231,7 +233,7 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
   EXPECT_EQ(c.answer, a[1].answer);
   expect_same_bits(c.first_logits, a[1].first_logits, "prefetched q1");
 
-  hypic::pic::shutdown_workers(comm.get());
+  hypic::cluster::shutdown_workers(comm.get());
   one.close();
   many.close();
   fs::remove_all(dir);
