@@ -20,6 +20,7 @@
 #include "app/commands.hpp"
 #include "app/io_util.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/distributed.hpp"
 #include "model/presets.hpp"
 #include "pic/engine.hpp"
 #include "pic/fingerprint.hpp"
@@ -136,15 +137,12 @@ int run_bench_ttft(const TtftArgs& a) {
                  {"memory_budget_mib", a.memory_budget_mib}};
   {
     store::SegmentStore st = store::SegmentStore::create(store_path, so);
-    const auto t0 = Clock::now();
-    size_t n = 0;
-    for (const auto& d : docs) {
-      const int w = junction.tokens_for(static_cast<int64_t>(d.size()));
-      st.put(store::entry_key(fingerprint, d, w),
-             pic::to_store_entry(pic::compute_entry(net, d, w)));
-      ++n;
-    }
-    const double dt = seconds_since(t0);
+    cluster::WarmupOptions wo;  // the one warm-up path, here in this process alone
+    wo.junction = junction;
+    const cluster::WarmupResult warm =
+        cluster::warmup_across_ranks(MPI_COMM_SELF, net, fingerprint, docs, &st, wo);
+    const size_t n = warm.total;
+    const double dt = warm.seconds;
     const auto stats = st.stats();
     std::printf("warm-up: %zu entries in %.1f s (%.0f tokens/s), store %.1f MiB (%s)\n", n, dt,
                 double(n) * a.segment_tokens / dt, stats.file_bytes / 1048576.0, a.dtype.c_str());

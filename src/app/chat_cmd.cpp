@@ -4,8 +4,8 @@
 // cache statistics. On a terminal it prompts and explains itself; with stdin from a pipe
 // it reads the same commands line by line without prompts, so sessions can be scripted.
 //
-// MPI: like `hypic eval`, only rank 0 runs (mpirun forwards stdin to rank 0).
-#include <mpi.h>
+// MPI: as `hypic serve`. Rank 0 reads the commands (mpirun forwards stdin to rank 0) and
+// composes; ranks 1 … N−1 are scatter workers that compute each question's cold segments.
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +22,12 @@
 
 #include "app/commands.hpp"
 #include "app/pic_inputs.hpp"
+#include "cluster/distributed.hpp"
+#include "cluster/messages.hpp"
+#include "cluster/watch.hpp"
+#include "cluster/world.hpp"
 #include "common/error.hpp"
+#include "hypic/kernels/blas.hpp"
 #include "pic/engine.hpp"
 #include "store/segment_store.hpp"
 
@@ -34,6 +39,7 @@ struct ChatArgs {
   std::string model, store, mode = "pic", junction = "8", dtype = "bf16";
   int max_new_tokens = 32;
   double memory_budget_mib = 1024;
+  int ranks = 0;
 };
 
 constexpr const char* kHelp =
@@ -102,6 +108,11 @@ class Session {
       fs::remove_all(temp_dir_, ec);
     }
   }
+
+  model::Model& model() { return *m_.model; }
+  // Where the engines of entry modes get cold segments (null: computed in place). Set before
+  // the first question.
+  void set_cold_source(pic::ColdSource* cold) { cold_ = cold; }
 
   // Returns false when the session should end.
   bool handle(const std::string& raw, std::istream& in) {
@@ -263,6 +274,7 @@ class Session {
     store::SegmentStore* st =
         pic::uses_entries(mode_) ? store_for(junction_.store_code()) : nullptr;
     auto e = std::make_unique<pic::Engine>(*m_.model, m_.fingerprint, eo, st);
+    if (pic::uses_entries(mode_)) e->set_cold_source(cold_);
     return *engines_.emplace(key, std::move(e)).first->second;
   }
 
@@ -303,20 +315,32 @@ class Session {
   std::map<int, store::SegmentStore> stores_;
   std::optional<int> user_store_code_;
   std::map<std::string, std::unique_ptr<pic::Engine>> engines_;
+  pic::ColdSource* cold_ = nullptr;
   fs::path temp_dir_;
   int texts_ = 0, questions_ = 0;
 };
 
 int run_chat(const ChatArgs& a) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rank != 0) return 0;
   require(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
+  cluster::check_world_size(a.ranks);
+  const cluster::Communicator comm = cluster::Communicator::world().duplicate();
+  const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
+  if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
+                          // in the session needs nothing here
+    LoadedPicModel m = load_pic_model(a.model);
+    cluster::run_worker(comm.get(), *m.model, pic::JunctionSpec::parse(a.junction));
+    return 0;
+  }
   const bool interactive = isatty(fileno(stdin)) != 0;
-  if (size > 1)
-    std::fprintf(stderr, "chat: %d ranks started; chat runs on rank 0 only for now\n", size);
   Session s(a, interactive);
+  std::unique_ptr<cluster::RemoteColdSource> cold;
+  if (world.size > 1) {
+    cold = std::make_unique<cluster::RemoteColdSource>(
+        comm.get(), s.model(), cluster::CostModel(0.0, 1.0, 0.0),
+        "the session's stores keep the entries written so far; start the session again");
+    s.set_cold_source(cold.get());
+  }
   if (interactive)
     std::printf("hypic chat: model %s, mode %s, junction %s. Type help for the commands.\n",
                 a.model.c_str(), a.mode.c_str(), a.junction.c_str());
@@ -329,6 +353,10 @@ int run_chat(const ChatArgs& a) {
     if (!std::getline(std::cin, line)) break;
     try {
       if (!s.handle(line, std::cin)) break;
+    } catch (const cluster::WorkerFailure&) {
+      throw;  // the workers cannot go on: the job ends
+    } catch (const cluster::WorkerDied&) {
+      throw;
     } catch (const std::exception& e) {
       std::fflush(stdout);
       std::fprintf(stderr, "chat: error: %s\n", e.what());
@@ -336,6 +364,10 @@ int run_chat(const ChatArgs& a) {
     std::fflush(stdout);
   }
   if (interactive) std::printf("\n");
+  if (cold) {
+    cold.reset();
+    cluster::shutdown_workers(comm.get());
+  }
   return 0;
 }
 
@@ -355,6 +387,9 @@ void add_chat_command(CLI::App& app) {
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of stores created here")
+      ->capture_default_str();
+  sub->add_option("--ranks", a->ranks,
+                  "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
   on_run(sub, [a] { return run_chat(*a); });
 }

@@ -3,9 +3,9 @@
 // LongBench's pred-file layout (one folder per mode) and a table compares the modes:
 // score, Δ against full, TTFT percentiles and cache hits.
 //
-// MPI: the engine is not distributed yet, so under mpirun only rank 0 works; the other
-// ranks return at once (rank 0 says so on stderr).
-#include <mpi.h>
+// MPI: as `hypic serve`. Under mpirun, rank 0 reads the dataset, writes the store and composes;
+// ranks 1 … N−1 are scatter workers: they compute the warm-up's entries, then any cold segment
+// of the modes' queries (cluster/distributed.hpp). Predictions do not depend on N.
 #include <unistd.h>
 
 #include <chrono>
@@ -24,11 +24,13 @@
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/distributed.hpp"
+#include "cluster/world.hpp"
 #include "common/error.hpp"
 #include "eval/datasets.hpp"
 #include "eval/metrics.hpp"
 #include "eval/templates.hpp"
-#include "pic/segment_entry.hpp"
+#include "hypic/kernels/blas.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
@@ -42,6 +44,7 @@ struct EvalArgs {
   size_t limit = 0;
   int max_new_tokens = 0;  // 0: the template's max_answer_tokens
   double memory_budget_mib = 1024;
+  int ranks = 0;
 };
 
 std::vector<pic::Mode> parse_modes(const std::string& text) {
@@ -109,19 +112,23 @@ std::string fmt(const char* f, double x) {
 }
 
 int run_eval(const EvalArgs& a) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rank != 0) return 0;
-  if (size > 1)
-    std::fprintf(stderr,
-                 "eval: %d ranks started; eval runs on rank 0 only for now (ranks 1-%d stay "
-                 "idle until the distributed engine lands)\n",
-                 size, size - 1);
-
   // Everything cheap is checked before the model is loaded.
   const std::vector<pic::Mode> modes = parse_modes(a.modes);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
+  bool any_entries = false;
+  for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
+  cluster::check_world_size(a.ranks);
+  const cluster::Communicator comm = cluster::Communicator::world().duplicate();
+  const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
+  if (world.rank != 0) {
+    // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
+    if (!any_entries) return 0;
+    LoadedPicModel m = load_pic_model(a.model);
+    cluster::run_worker(comm.get(), *m.model, junction);
+    cluster::run_worker(comm.get(), *m.model, junction);
+    return 0;
+  }
   const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
   const eval::PromptTemplate& tmpl = templates.get(a.dataset);
   require(a.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
@@ -164,37 +171,40 @@ int run_eval(const EvalArgs& a) {
   const std::string out = a.out;
   std::filesystem::create_directories(out);
   const std::string store_path = a.store.empty() ? out + "/store.h5" : a.store;
-  bool any_entries = false;
-  for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
 
-  // Warm-up: every distinct segment once into the store.
+  // Warm-up: every distinct segment once into the store, computed by the workers (or here).
   std::optional<store::SegmentStore> st;
   json warm = nullptr;
+  std::unique_ptr<cluster::RemoteColdSource> cold;
+  const std::string after_death =
+      "the store " + store_path + " keeps every entry committed so far; rerun to resume";
   if (any_entries) {
     st = open_store_for_writing(store_path, m.fingerprint, junction.store_code(),
                                 store::parse_dtype(a.dtype));
-    std::vector<const std::vector<int32_t>*> segs;
+    std::vector<std::vector<int32_t>> segs;
     for (const Prepared& p : items)
-      for (const auto& s : p.query.segments) segs.push_back(&s);
-    size_t computed = 0, present = 0, done = 0;
-    Progress bar("warm-up", segs.size());
-    const auto t0 = Clock::now();
-    for (const auto* s : segs) {
-      const int w = junction.tokens_for(static_cast<int64_t>(s->size()));
-      const std::string key = store::entry_key(m.fingerprint, *s, w);
-      if (!st->contains(key) &&
-          st->put(key, pic::to_store_entry(pic::compute_entry(*m.model, *s, w))))
-        ++computed;
-      else
-        ++present;
-      bar.update(++done);
-    }
-    bar.update(done, true);
-    warm = {{"segments", segs.size()},
-            {"computed", computed},
-            {"already_stored", present},
-            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()},
+      for (const auto& s : p.query.segments) segs.push_back(s);
+    cluster::WarmupOptions wo;
+    wo.junction = junction;
+    wo.cost = cluster::load_cost_model_or_default(store_path);
+    wo.after_death = after_death;
+    const bool tty = isatty(fileno(stderr)) != 0;
+    wo.progress = [tty](const std::string& line, bool final) {
+      std::fprintf(stderr, "%seval: warm-up %s%s", tty ? "\r" : "", line.c_str(),
+                   tty && !final ? "" : "\n");
+      std::fflush(stderr);
+    };
+    const cluster::WarmupResult res =
+        cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, segs, &*st, wo);
+    warm = {{"segments", res.total},
+            {"computed", res.computed},
+            {"already_stored", res.present},
+            {"seconds", res.seconds},
             {"store", store_path}};
+    // The modes' cold segments (none unless an entry was damaged meanwhile) go to the workers.
+    if (world.size > 1)
+      cold =
+          std::make_unique<cluster::RemoteColdSource>(comm.get(), *m.model, wo.cost, after_death);
   }
 
   std::vector<ModeResult> results;
@@ -204,6 +214,7 @@ int run_eval(const EvalArgs& a) {
     eo.junction = junction;
     eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
     pic::Engine engine(*m.model, m.fingerprint, eo, pic::uses_entries(mode) && st ? &*st : nullptr);
+    if (pic::uses_entries(mode)) engine.set_cold_source(cold.get());
     const std::string dir = out + "/" + pic::mode_name(mode);
     std::filesystem::create_directories(dir);
     ModeResult mr{mode, dir + "/" + a.dataset + ".jsonl", 0, 0, 0, {}, 0, 0, 0};
@@ -215,6 +226,7 @@ int run_eval(const EvalArgs& a) {
     const auto t0 = Clock::now();
     size_t done = 0;
     for (const Prepared& p : items) {
+      if (cold) cold->set_query_label(p.query.id);
       const pic::QueryResult r = engine.run(p.query);
       std::string text = m.tokenizer.decode(r.answer, true);
       const std::string scored = tmpl.answer_first_line ? eval::first_line(text) : text;
@@ -261,6 +273,10 @@ int run_eval(const EvalArgs& a) {
     results.push_back(std::move(mr));
   }
   if (st) st->close();
+  if (cold) {
+    cold.reset();
+    cluster::shutdown_workers(comm.get());
+  }
 
   // The table and summary.json.
   std::optional<double> full_score;
@@ -341,6 +357,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of a store created here")
+      ->capture_default_str();
+  sub->add_option("--ranks", a->ranks,
+                  "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
   on_run(sub, [a] { return run_eval(*a); });
 }
