@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cluster/world.hpp"
+#include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
 
 namespace hypic::cluster {
@@ -189,6 +190,7 @@ EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
     r.need(count * sizeof(float));
     Tensor t(std::move(shape));
     r.read(t.data(), t.bytes());
+    stats::count_entry_copy(t.bytes());
     require(m.entry.arrays.emplace(std::move(name), std::move(t)).second,
             "entry message names an array twice");
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "common/copy_stats.hpp"
 #include "pic/compose.hpp"
 #include "store/checksum.hpp"
 
@@ -340,7 +341,10 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
       ++(routed[i].tier == Lookup::kMemory ? r.hits_memory : r.hits_store);
     } else {
       const auto t1 = Clock::now();
+      const uint64_t copied = stats::entry_bytes_copied();
       entry = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
+      r.cold_bytes_copied += stats::entry_bytes_copied() - copied;
+      r.cold_entry_bytes += entry->bytes();
       computed[i] = entry;
       r.times.cold_fill += seconds_since(t1);
       ++r.cold;

@@ -67,8 +67,13 @@ struct QueryResult {
   int damaged = 0;              // store entries that failed their checksum
   int prefix_units_reused = 0;  // prefix mode: prompt units (prefix, segments) restored
   int64_t prompt_tokens = 0;
-  int64_t tokens_recomputed = 0;    // prompt tokens run through the network for this query
-  int64_t cold_tokens = 0;          // tokens of segments computed cold
+  int64_t tokens_recomputed = 0;  // prompt tokens run through the network for this query
+  int64_t cold_tokens = 0;        // tokens of segments computed cold
+  // Debug statistics of the cold entries: their size in memory (f32), and the bytes copied or
+  // converted on this rank between the cold source and the memory tier and store
+  // (common/copy_stats.hpp; docs/engine.md, "Bytes copied per cold entry").
+  uint64_t cold_entry_bytes = 0;
+  uint64_t cold_bytes_copied = 0;
   std::vector<float> first_logits;  // [vocab], when EngineOptions::keep_first_logits
   std::vector<float> last_hidden;   // [hidden], last prompt token, residual stream before
                                     // the final norm, when keep_last_hidden

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/copy_stats.hpp"
 #include "hypic/kernels/blas.hpp"
 
 namespace hypic::pic {
@@ -119,6 +120,7 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
     out.arrays.emplace(attn_name(a.layer, "V"), a.v);
   }
+  stats::count_entry_copy(entry.bytes());
   return out;
 }
 
@@ -165,6 +167,7 @@ void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype) {
     buf.resize(n * store::dtype_bytes(dtype));
     store::encode(dtype, x, n, buf.data());
     store::decode(dtype, buf.data(), n, x);
+    stats::count_entry_copy(buf.size() + n * sizeof(float));
   };
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());

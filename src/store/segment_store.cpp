@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
 #include "store/hdf5.hpp"
 
@@ -465,6 +466,7 @@ struct SegmentStore::Impl {
       a.offset = row.payload_offset + at;
       encode(options.dtype, tensor.data(), static_cast<size_t>(tensor.numel()),
              bytes.data() + at * element_bytes);
+      stats::count_entry_copy(static_cast<uint64_t>(tensor.numel()) * element_bytes);
       at += static_cast<uint64_t>(tensor.numel());
       dir.push_back(a);
     }

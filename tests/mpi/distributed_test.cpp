@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -236,6 +237,48 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
   hypic::cluster::shutdown_workers(comm.get());
   one.close();
   many.close();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// Bytes rank 0 copies or converts per byte of cold entry (f32 in memory) on the way from the
+// cold source to the memory tier and a bf16 store: the number docs/engine.md reports.
+TEST(Distributed, RankZeroCopiesOfAColdEntry) {
+  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  const std::string fp = "test-fingerprint";
+  const hypic::pic::EngineOptions eo = pic_options();
+  const Communicator comm = Communicator::world().duplicate();
+  if (comm.rank() != 0) {
+    hypic::cluster::run_worker(comm.get(), model, eo.junction);
+    return;
+  }
+  const auto docs = corpus(model.config().vocab_size);
+  hypic::pic::Query q;
+  q.id = "cold";
+  q.segments = {docs[0], docs[1], docs[2], docs[4]};
+  q.question = {1, 2, 3};
+  q.max_new_tokens = 1;
+  const fs::path dir = scratch("copies");
+  SegmentStore st = new_store(dir / "s.h5", fp, hypic::store::StoreDtype::kBF16);
+  Engine engine(model, fp, eo, &st);
+  hypic::cluster::RemoteColdSource cold(comm.get(), model,
+                                        hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  engine.set_cold_source(&cold);
+  const auto r = engine.run(q);
+  ASSERT_EQ(r.cold, 4);
+  ASSERT_GT(r.cold_entry_bytes, 0u);
+  const double per_byte =
+      static_cast<double>(r.cold_bytes_copied) / static_cast<double>(r.cold_entry_bytes);
+  std::printf(
+      "[ copies   ] %d rank(s), bf16 store: %.2f bytes copied on rank 0 per byte of cold "
+      "entry (%llu of %llu)\n",
+      comm.size(), per_byte, static_cast<unsigned long long>(r.cold_bytes_copied),
+      static_cast<unsigned long long>(r.cold_entry_bytes));
+  hypic::cluster::shutdown_workers(comm.get());
+  st.close();
   fs::remove_all(dir);
 }
 
