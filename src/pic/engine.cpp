@@ -285,7 +285,7 @@ std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
     round_to_dtype(computed, store_->dtype());
-    if (store_->writable()) store_->put(key, to_store_entry(computed));
+    if (store_->writable()) store_->put(key, store_view(computed));  // from its own buffers
   }
   auto e = std::make_shared<const SegmentEntry>(std::move(computed));
   entries_.put(key, e, e->bytes());

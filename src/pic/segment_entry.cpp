@@ -124,6 +124,25 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   return out;
 }
 
+store::EntryView store_view(const SegmentEntry& entry) {
+  store::EntryView out;
+  out.n_tokens = entry.n_tokens;
+  for (const LinearLayerEntry& l : entry.linear) {
+    const LinearSummary& s = l.summary;
+    out.arrays.emplace(linear_name(l.layer, "T"),
+                       store::ArrayView{{s.heads, s.dk, s.dk}, s.t.data()});
+    out.arrays.emplace(linear_name(l.layer, "S"),
+                       store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    out.arrays.emplace(linear_name(l.layer, "conv"),
+                       store::ArrayView{l.conv.shape(), l.conv.data()});
+  }
+  for (const AttentionLayerEntry& a : entry.attention) {
+    out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
+    out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
+  }
+  return out;
+}
+
 SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& cfg, int w) {
   const int64_t n = stored.n_tokens;
   require(n > w, "segment entry of " + std::to_string(n) + " tokens cannot have a junction of " +
@@ -162,21 +181,18 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
 
 void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype) {
   if (dtype == store::StoreDtype::kF32) return;
-  std::vector<unsigned char> buf;
   auto round = [&](float* x, size_t n) {
-    buf.resize(n * store::dtype_bytes(dtype));
-    store::encode(dtype, x, n, buf.data());
-    store::decode(dtype, buf.data(), n, x);
-    stats::count_entry_copy(buf.size() + n * sizeof(float));
+    store::round_in_place(dtype, x, n);
+    stats::count_entry_copy(n * sizeof(float));
   };
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
     round(l.summary.s.data(), l.summary.s.size());
-    round(l.conv.data(), l.conv.vec().size());
+    round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
   for (AttentionLayerEntry& a : entry.attention) {
-    round(a.k.data(), a.k.vec().size());
-    round(a.v.data(), a.v.vec().size());
+    round(a.k.data(), static_cast<size_t>(a.k.numel()));
+    round(a.v.data(), static_cast<size_t>(a.v.numel()));
   }
 }
 

@@ -277,6 +277,10 @@ TEST(Distributed, RankZeroCopiesOfAColdEntry) {
       "entry (%llu of %llu)\n",
       comm.size(), per_byte, static_cast<unsigned long long>(r.cold_bytes_copied),
       static_cast<unsigned long long>(r.cold_entry_bytes));
+  // Rounded in place once and written to the store from the entry's buffers: 4 B (decoded
+  // message) + 0.5 B (bf16 encoding) per 4 B of entry from a worker, and without the
+  // message in one process (docs/engine.md; before: 4.00 and 3.00).
+  EXPECT_LE(per_byte, comm.size() > 1 ? 2.5 : 1.5);
   hypic::cluster::shutdown_workers(comm.get());
   st.close();
   fs::remove_all(dir);
