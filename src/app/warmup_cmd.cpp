@@ -26,6 +26,33 @@ struct WarmupArgs {
   bool repair = false;
 };
 
+// Rank 0's side of the options: what to say when a worker dies, the cost model that plans
+// the split, progress lines on stderr.
+void set_rank0_options(cluster::WarmupOptions& wo, const std::string& store_path) {
+  wo.after_death = "the store " + store_path +
+                   " keeps every entry committed so far (hypic inspect --store " + store_path +
+                   " --verify checks it); rerun the same command to resume";
+  wo.cost = cluster::load_cost_model_or_default(store_path);
+  const bool tty = isatty(fileno(stderr));
+  wo.progress = [tty](const std::string& line, bool final) {
+    std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
+                 tty && !final ? "" : "\n");
+    std::fflush(stderr);
+  };
+}
+
+// Measured times refine the cost model that plans the next run (STORE.cost-model.json).
+void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string& model_desc,
+                            const cluster::WorldInfo& world, const std::string& store_path) {
+  if (res.samples.size() < 3) return;
+  cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  fitted.provenance = model_desc + ", " + host + ", " +
+                      std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
+  fitted.save(cluster::cost_model_path(store_path));
+}
+
 int run_warmup(const WarmupArgs& a) {
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
@@ -61,17 +88,7 @@ int run_warmup(const WarmupArgs& a) {
     docs.push_back(d.tokens);
     wo.labels.push_back(d.id);
   }
-  wo.after_death = "the store " + a.store +
-                   " keeps every entry committed so far (hypic inspect --store " + a.store +
-                   " --verify checks it); rerun the same command to resume";
-
-  wo.cost = cluster::load_cost_model_or_default(a.store);
-  const bool tty = isatty(fileno(stderr));
-  wo.progress = [tty](const std::string& line, bool final) {
-    std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
-                 tty && !final ? "" : "\n");
-    std::fflush(stderr);
-  };
+  set_rank0_options(wo, a.store);
   if (world.size > 1)
     std::fprintf(stderr,
                  "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
@@ -79,15 +96,7 @@ int run_warmup(const WarmupArgs& a) {
   const cluster::WarmupResult res =
       cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
 
-  // Measured times refine the cost model that plans the next run.
-  if (res.samples.size() >= 3) {
-    cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    fitted.provenance = m.fingerprint + ", " + cfg.layout_string() + ", " + host + ", " +
-                        std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
-    fitted.save(cluster::cost_model_path(a.store));
-  }
+  save_fitted_cost_model(res, m.fingerprint + ", " + cfg.layout_string(), world, a.store);
   const double dt = res.seconds;
   const store::StoreStats stats = st.stats();
   st.close();
