@@ -280,7 +280,8 @@ TEST(Distributed, RankZeroCopiesOfAColdEntry) {
   // Rounded in place once and written to the store from the entry's buffers: 4 B (decoded
   // message) + 0.5 B (bf16 encoding) per 4 B of entry from a worker, and without the
   // message in one process (docs/engine.md; before: 4.00 and 3.00).
-  EXPECT_LE(per_byte, comm.size() > 1 ? 2.5 : 1.5);
+  // (+ the worker's 4-byte compute-time array per entry, decoded with the message).
+  EXPECT_LE(per_byte, (comm.size() > 1 ? 2.5 : 1.5) + 0.01);
   hypic::cluster::shutdown_workers(comm.get());
   st.close();
   fs::remove_all(dir);
