@@ -162,6 +162,23 @@ void shutdown_workers(MPI_Comm comm) {
   sender.wait_all();
 }
 
+WarmupPlan plan_warmup(const std::vector<std::vector<int32_t>>& docs,
+                       const std::string& fingerprint, const pic::JunctionSpec& junction,
+                       const std::function<bool(const std::string& key)>& stored,
+                       const std::vector<std::string>& names) {
+  WarmupPlan plan;
+  std::map<std::string, bool> planned;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const int w = junction.tokens_for(static_cast<int64_t>(docs[i].size()));
+    std::string key = store::entry_key(fingerprint, docs[i], w);
+    if (stored(key) || !planned.emplace(key, true).second) continue;
+    plan.missing_tokens += static_cast<int64_t>(docs[i].size());
+    plan.tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i], w});
+    plan.labels.push_back(i < names.size() ? "document \"" + names[i] + "\"" : "");
+  }
+  return plan;
+}
+
 WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::string& fingerprint,
                                  const std::vector<std::vector<int32_t>>& docs,
                                  store::SegmentStore* store, const WarmupOptions& options) {
@@ -174,19 +191,12 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
   const auto t0 = Clock::now();
   res.total = docs.size();
 
-  // Route: the entries to compute, each key once, in corpus order.
-  std::vector<Task> tasks;
-  std::vector<std::string> labels;  // per task: the document it comes from
-  std::map<std::string, bool> planned;
-  int64_t missing_tokens = 0;
-  for (size_t i = 0; i < docs.size(); ++i) {
-    const int w = options.junction.tokens_for(static_cast<int64_t>(docs[i].size()));
-    std::string key = store::entry_key(fingerprint, docs[i], w);
-    if (store->contains(key) || !planned.emplace(key, true).second) continue;
-    missing_tokens += static_cast<int64_t>(docs[i].size());
-    tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i], w});
-    labels.push_back(i < options.labels.size() ? "document \"" + options.labels[i] + "\"" : "");
-  }
+  WarmupPlan route = plan_warmup(
+      docs, fingerprint, options.junction,
+      [store](const std::string& key) { return store->contains(key); }, options.labels);
+  std::vector<Task>& tasks = route.tasks;
+  const std::vector<std::string>& labels = route.labels;
+  const int64_t missing_tokens = route.missing_tokens;
   res.present = docs.size() - tasks.size();
 
   Progress progress(static_cast<int64_t>(tasks.size()), missing_tokens, now_s());

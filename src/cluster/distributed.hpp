@@ -58,6 +58,19 @@ struct WarmupResult {  // filled on rank 0
   std::vector<CostSample> samples;  // measured compute time per computed entry
 };
 
+// What a warm-up computes: the documents whose entry `stored` lacks, each key once, in
+// corpus order, as tasks carrying their junction window. labels[i] names task i's document
+// ("document \"ID\"" from `names`, "" without).
+struct WarmupPlan {
+  std::vector<Task> tasks;
+  std::vector<std::string> labels;
+  int64_t missing_tokens = 0;
+};
+WarmupPlan plan_warmup(const std::vector<std::vector<int32_t>>& docs,
+                       const std::string& fingerprint, const pic::JunctionSpec& junction,
+                       const std::function<bool(const std::string& key)>& stored,
+                       const std::vector<std::string>& names = {});
+
 // Collective over `comm`. On rank 0, `docs` are the corpus's token lists and `store` the
 // open, writable store; on workers both are ignored (run_worker runs until rank 0 is done).
 // Entries already in the store are skipped; each new entry is put as it arrives.
