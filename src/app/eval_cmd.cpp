@@ -134,8 +134,8 @@ void prepare(EvalRun& run, const eval::TemplateSet& templates) {
 // rank); then the cold source that gives the modes' cold segments to the workers.
 void warm_up(EvalRun& run) {
   const EvalArgs& a = run.a;
-  run.st = open_store_for_writing(run.store_path, run.m->fingerprint, run.junction.store_code(),
-                                  store::parse_dtype(a.dtype));
+  run.st = store::open_for_writing(run.store_path, run.m->fingerprint, run.junction.store_code(),
+                                   store::parse_dtype(a.dtype));
   std::vector<std::vector<int32_t>> segs;
   for (const eval::EvalItem& p : run.items)
     for (const auto& s : p.query.segments) segs.push_back(s);

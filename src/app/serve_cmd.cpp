@@ -49,7 +49,7 @@ Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
                      const pic::JunctionSpec& junction, MPI_Comm comm, int ranks) {
   Serving s;
   if (pic::uses_entries(mode) && !a.store.empty()) {
-    s.st = std::make_unique<store::SegmentStore>(open_store_for_writing(
+    s.st = std::make_unique<store::SegmentStore>(store::open_for_writing(
         a.store, m.fingerprint, junction.store_code(), store::parse_dtype(a.dtype)));
   }
   pic::EngineOptions eo;

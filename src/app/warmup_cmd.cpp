@@ -72,7 +72,7 @@ int run_warmup(const WarmupArgs& a) {
       read_corpus(a.corpus, m.tokenizer, cfg, parse_bad_line_policy(a.on_bad_line));
 
   store::SegmentStore st =
-      open_store_for_writing(a.store, m.fingerprint, junction.store_code(), dtype, a.sync);
+      store::open_for_writing(a.store, m.fingerprint, junction.store_code(), dtype, a.sync);
   if (st.dtype() != dtype)
     std::fprintf(stderr, "warmup: store %s keeps its dtype %s (--dtype %s applies to new stores)\n",
                  a.store.c_str(), store::dtype_name(st.dtype()).c_str(), a.dtype.c_str());
