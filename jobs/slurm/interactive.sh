@@ -2,10 +2,15 @@
 # Interactive allocation for hypic: salloc, then either an interactive shell
 # inside the allocation or one command run across its ranks.
 #
-#   bash jobs/slurm/interactive.sh                      # shell in a 1-task allocation
-#   NTASKS=2 bash jobs/slurm/interactive.sh             # shell in a 2-task allocation
+#   bash jobs/slurm/interactive.sh                      # shell in a 2-task allocation
+#   NTASKS=4 bash jobs/slurm/interactive.sh             # shell in a 4-task allocation
 #   NTASKS=2 bash jobs/slurm/interactive.sh -- info     # srun --mpi=pmix -n 2 hypic info
+#   bash jobs/slurm/interactive.sh -- chat --model M --store S   # a query session
 #   bash jobs/slurm/interactive.sh -- serve --model M --queries Q --out O
+#
+# hypic chat, serve and eval use every task: rank 0 reads the commands (stdin goes
+# to it) and composes, ranks 1 … NTASKS-1 compute cold segments as scatter workers.
+# The default of 2 tasks gives one worker; answers do not depend on NTASKS.
 #
 # With no arguments: salloc -n NTASKS -t TIME, and in it an interactive shell
 # (HYPIC_SHELL, default $SHELL) with HYPIC_BIN, MODEL, CORPUS, STORE, QUERIES,
@@ -16,7 +21,7 @@
 # with its status (salloc releases the allocation).
 #
 # Environment (defaults in brackets):
-#   NTASKS      tasks (MPI ranks) to allocate [1]
+#   NTASKS      tasks (MPI ranks) to allocate: 1 composer + NTASKS-1 workers [2]
 #   TIME        salloc --time [00:30:00]
 #   PARTITION   salloc --partition [the cluster's default]
 #   SALLOC_ARGS extra salloc arguments, e.g. "--cpus-per-task=2"
@@ -25,9 +30,9 @@
 #   HYPIC_SHELL shell to start [$SHELL, else bash]
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NTASKS=${NTASKS:-2} # before common.sh, whose default is the allocation's (1 outside one)
 # shellcheck source=jobs/slurm/common.sh
 source "$HERE/common.sh"
-NTASKS=${NTASKS:-1}
 TIME=${TIME:-00:30:00}
 
 salloc_args=(-n "$NTASKS" -t "$TIME" -J hypic-interactive)

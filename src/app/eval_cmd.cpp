@@ -3,9 +3,9 @@
 // LongBench's pred-file layout (one folder per mode) and a table compares the modes:
 // score, Δ against full, TTFT percentiles and cache hits.
 //
-// MPI: the engine is not distributed yet, so under mpirun only rank 0 works; the other
-// ranks return at once (rank 0 says so on stderr).
-#include <mpi.h>
+// MPI: as `hypic serve`. Under mpirun, rank 0 reads the dataset, writes the store and composes;
+// ranks 1 … N−1 are scatter workers: they compute the warm-up's entries, then any cold segment
+// of the modes' queries (cluster/distributed.hpp). Predictions do not depend on N.
 #include <unistd.h>
 
 #include <chrono>
@@ -24,11 +24,14 @@
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/distributed.hpp"
+#include "cluster/world.hpp"
 #include "common/error.hpp"
 #include "eval/datasets.hpp"
 #include "eval/metrics.hpp"
+#include "eval/runner.hpp"
 #include "eval/templates.hpp"
-#include "pic/segment_entry.hpp"
+#include "hypic/kernels/blas.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
@@ -42,6 +45,7 @@ struct EvalArgs {
   size_t limit = 0;
   int max_new_tokens = 0;  // 0: the template's max_answer_tokens
   double memory_budget_mib = 1024;
+  int ranks = 0;
 };
 
 std::vector<pic::Mode> parse_modes(const std::string& text) {
@@ -83,241 +87,181 @@ class Progress {
   Clock::time_point last_ = Clock::now();
 };
 
-struct Prepared {
-  eval::Example example;
-  pic::Query query;
+// What the driver (rank 0) holds through a run.
+struct EvalRun {
+  explicit EvalRun(const EvalArgs& args)
+      : a(args), modes(parse_modes(args.modes)), junction(pic::JunctionSpec::parse(args.junction)) {
+    for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
+  }
+  const EvalArgs& a;
+  std::vector<pic::Mode> modes;
+  pic::JunctionSpec junction;
+  bool any_entries = false;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int world_size = 1;
+  const eval::PromptTemplate* tmpl = nullptr;
+  int max_new = 0;
+  std::optional<LoadedPicModel> m;  // loaded once the inputs are checked
+  std::vector<eval::EvalItem> items;
+  size_t skipped = 0;
+  std::string store_path;
+  std::optional<store::SegmentStore> st;
+  std::unique_ptr<cluster::RemoteColdSource> cold;
+  json warm = nullptr;
 };
 
-struct ModeResult {
-  pic::Mode mode;
-  std::string predictions;
-  double score = 0, em = 0, f1 = 0;
-  std::vector<double> ttft_ms;
-  int64_t hits_memory = 0, hits_store = 0, colds = 0;
-};
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
-int run_eval(const EvalArgs& a) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rank != 0) return 0;
-  if (size > 1)
-    std::fprintf(stderr,
-                 "eval: %d ranks started; eval runs on rank 0 only for now (ranks 1-%d stay "
-                 "idle until the distributed engine lands)\n",
-                 size, size - 1);
-
-  // Everything cheap is checked before the model is loaded.
-  const std::vector<pic::Mode> modes = parse_modes(a.modes);
-  const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
-  const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
-  const eval::PromptTemplate& tmpl = templates.get(a.dataset);
+// The dataset as queries; examples that do not fit are named on stderr and left out.
+void prepare(EvalRun& run, const eval::TemplateSet& templates) {
+  const EvalArgs& a = run.a;
+  run.tmpl = &templates.get(a.dataset);
   require(a.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
   eval::ReadOptions ro;
   ro.limit = a.limit;
-  const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, tmpl.split, ro);
+  const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, run.tmpl->split, ro);
   require(!data.examples.empty(), a.input + ": no examples");
-  const bool qa = tmpl.metric != "rouge_l";
-  const int max_new = a.max_new_tokens > 0 ? a.max_new_tokens : tmpl.max_answer_tokens;
+  run.max_new = a.max_new_tokens > 0 ? a.max_new_tokens : run.tmpl->max_answer_tokens;
+  run.m.emplace(load_pic_model(a.model));
+  std::vector<std::string> skipped;
+  run.items =
+      eval::make_items(data.examples, *run.tmpl, run.m->tokenizer,
+                       run.m->model->config().max_position_embeddings, run.max_new, skipped);
+  for (const std::string& why : skipped) std::fprintf(stderr, "eval: skipping %s\n", why.c_str());
+  run.skipped = skipped.size();
+  require(!run.items.empty(), a.input + ": no example fits the model");
+}
 
-  LoadedPicModel m = load_pic_model(a.model);
-  const model::ModelConfig& cfg = m.model->config();
-  std::vector<Prepared> items;
-  int too_long = 0;
-  const std::vector<int32_t> prefix = m.tokenizer.encode(tmpl.prefix, false);
-  for (const eval::Example& ex : data.examples) {
-    Prepared p{ex, {}};
-    p.query.id = ex.id;
-    p.query.prefix = prefix;
-    int64_t n = static_cast<int64_t>(prefix.size());
-    for (size_t i = 0; i < ex.segments.size(); ++i) {
-      p.query.segments.push_back(
-          m.tokenizer.encode(eval::render_segment(tmpl, i + 1, ex.segments[i]), false));
-      n += static_cast<int64_t>(p.query.segments.back().size());
-    }
-    p.query.question = m.tokenizer.encode(eval::render_suffix(tmpl, ex.question), false);
-    p.query.max_new_tokens = max_new;
-    n += static_cast<int64_t>(p.query.question.size()) + max_new;
-    if (p.query.segments.empty() || n > cfg.max_position_embeddings) {
-      ++too_long;
-      std::fprintf(stderr, "eval: skipping %s (%s)\n", ex.id.c_str(),
-                   p.query.segments.empty() ? "no context segments"
-                                            : "prompt and answer exceed the model's context");
-      continue;
-    }
-    items.push_back(std::move(p));
+// Every distinct segment once into the store, computed by the workers (or here, with one
+// rank); then the cold source that gives the modes' cold segments to the workers.
+void warm_up(EvalRun& run) {
+  const EvalArgs& a = run.a;
+  run.st = store::open_for_writing(run.store_path, run.m->fingerprint, run.junction.store_code(),
+                                   store::parse_dtype(a.dtype));
+  std::vector<std::vector<int32_t>> segs;
+  for (const eval::EvalItem& p : run.items)
+    for (const auto& s : p.query.segments) segs.push_back(s);
+  cluster::WarmupOptions wo;
+  wo.junction = run.junction;
+  wo.cost = cluster::load_cost_model_or_default(run.store_path);
+  wo.after_death =
+      "the store " + run.store_path + " keeps every entry committed so far; rerun to resume";
+  const bool tty = isatty(fileno(stderr)) != 0;
+  wo.progress = [tty](const std::string& line, bool final) {
+    std::fprintf(stderr, "%seval: warm-up %s%s", tty ? "\r" : "", line.c_str(),
+                 tty && !final ? "" : "\n");
+    std::fflush(stderr);
+  };
+  const cluster::WarmupResult res =
+      cluster::warmup_across_ranks(run.comm, *run.m->model, run.m->fingerprint, segs, &*run.st, wo);
+  run.warm = {{"segments", res.total},
+              {"computed", res.computed},
+              {"already_stored", res.present},
+              {"seconds", res.seconds},
+              {"store", run.store_path}};
+  // None are cold unless an entry was damaged meanwhile; those go to the workers too.
+  if (run.world_size > 1)
+    run.cold = std::make_unique<cluster::RemoteColdSource>(run.comm, *run.m->model, wo.cost,
+                                                           wo.after_death);
+}
+
+// One mode over every item, with a fresh engine: OUT/<mode>/{<dataset>.jsonl, metrics.json,
+// timings.csv}.
+eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predictions) {
+  const EvalArgs& a = run.a;
+  pic::EngineOptions eo;
+  eo.mode = mode;
+  eo.junction = run.junction;
+  eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
+  const bool entries = pic::uses_entries(mode);
+  pic::Engine engine(*run.m->model, run.m->fingerprint, eo, entries && run.st ? &*run.st : nullptr);
+  if (entries) engine.set_cold_source(run.cold.get());
+  std::ofstream pred(predictions);
+  require(pred.good(), "cannot write " + predictions);
+  eval::ModeScorer scorer(mode, *run.tmpl);
+  RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
+  Progress bar(pic::mode_name(mode), run.items.size());
+  const auto t0 = Clock::now();
+  size_t done = 0;
+  for (const eval::EvalItem& p : run.items) {
+    if (run.cold) run.cold->set_query_label(p.query.id);
+    const pic::QueryResult r = engine.run(p.query);
+    pred << scorer.add(p, r, run.m->tokenizer.decode(r.answer, true)).dump() << "\n";
+    summary.add(r, std::nullopt);
+    bar.update(++done);
   }
-  require(!items.empty(), a.input + ": no example fits the model");
+  bar.update(done, true);
+  require(pred.good(), "writing " + predictions + " failed");
+  summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  summary.memory_bytes = engine.memory_bytes();
+  summary.memory_evictions = engine.memory_evictions();
+  const std::string dir = a.out + "/" + pic::mode_name(mode);
+  write_text_file(dir + "/metrics.json", summary.metrics_json().dump(2) + "\n");
+  write_text_file(dir + "/timings.csv", summary.timings_csv());
+  return scorer;
+}
 
-  const std::string out = a.out;
-  std::filesystem::create_directories(out);
-  const std::string store_path = a.store.empty() ? out + "/store.h5" : a.store;
-  bool any_entries = false;
-  for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
-
-  // Warm-up: every distinct segment once into the store.
-  std::optional<store::SegmentStore> st;
-  json warm = nullptr;
-  if (any_entries) {
-    st = open_store_for_writing(store_path, m.fingerprint, junction.store_code(),
-                                store::parse_dtype(a.dtype));
-    std::vector<const std::vector<int32_t>*> segs;
-    for (const Prepared& p : items)
-      for (const auto& s : p.query.segments) segs.push_back(&s);
-    size_t computed = 0, present = 0, done = 0;
-    Progress bar("warm-up", segs.size());
-    const auto t0 = Clock::now();
-    for (const auto* s : segs) {
-      const int w = junction.tokens_for(static_cast<int64_t>(s->size()));
-      const std::string key = store::entry_key(m.fingerprint, *s, w);
-      if (!st->contains(key) &&
-          st->put(key, pic::to_store_entry(pic::compute_entry(*m.model, *s, w))))
-        ++computed;
-      else
-        ++present;
-      bar.update(++done);
-    }
-    bar.update(done, true);
-    warm = {{"segments", segs.size()},
-            {"computed", computed},
-            {"already_stored", present},
-            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()},
-            {"store", store_path}};
-  }
-
-  std::vector<ModeResult> results;
-  for (pic::Mode mode : modes) {
-    pic::EngineOptions eo;
-    eo.mode = mode;
-    eo.junction = junction;
-    eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
-    pic::Engine engine(*m.model, m.fingerprint, eo, pic::uses_entries(mode) && st ? &*st : nullptr);
-    const std::string dir = out + "/" + pic::mode_name(mode);
-    std::filesystem::create_directories(dir);
-    ModeResult mr{mode, dir + "/" + a.dataset + ".jsonl", 0, 0, 0, {}, 0, 0, 0};
-    std::ofstream pred(mr.predictions);
-    require(pred.good(), "cannot write " + mr.predictions);
-    RunSummary summary(mode, junction, eo.memory_budget_bytes);
-    std::vector<double> scores, ems, f1s;
-    Progress bar(pic::mode_name(mode), items.size());
-    const auto t0 = Clock::now();
-    size_t done = 0;
-    for (const Prepared& p : items) {
-      const pic::QueryResult r = engine.run(p.query);
-      std::string text = m.tokenizer.decode(r.answer, true);
-      const std::string scored = tmpl.answer_first_line ? eval::first_line(text) : text;
-      const eval::Example& ex = p.example;
-      json line = {{"pred", text},
-                   {"answers", ex.answers},
-                   {"all_classes", ex.all_classes.empty() ? json(nullptr) : json(ex.all_classes)},
-                   {"length", ex.length},
-                   {"_id", ex.id},
-                   {"ttft_ms", r.times.ttft * 1e3},
-                   {"hits", r.hits_memory + r.hits_store},
-                   {"hits_memory", r.hits_memory},
-                   {"hits_store", r.hits_store},
-                   {"colds", r.cold},
-                   {"segments", r.segments},
-                   {"prompt_tokens", r.prompt_tokens}};
-      const double s = eval::score(tmpl.metric, scored, ex.answers);
-      line["score"] = s;
-      scores.push_back(s);
-      if (qa) {
-        ems.push_back(eval::max_exact_match(scored, ex.answers));
-        f1s.push_back(eval::max_token_f1(scored, ex.answers));
-        line["em"] = ems.back();
-        line["f1"] = f1s.back();
-      }
-      pred << line.dump() << "\n";
-      summary.add(r, std::nullopt);
-      mr.ttft_ms.push_back(r.times.ttft * 1e3);
-      mr.hits_memory += r.hits_memory;
-      mr.hits_store += r.hits_store;
-      mr.colds += r.cold;
-      bar.update(++done);
-    }
-    bar.update(done, true);
-    require(pred.good(), "writing " + mr.predictions + " failed");
-    summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    summary.memory_bytes = engine.memory_bytes();
-    summary.memory_evictions = engine.memory_evictions();
-    write_text_file(dir + "/metrics.json", summary.metrics_json().dump(2) + "\n");
-    write_text_file(dir + "/timings.csv", summary.timings_csv());
-    mr.score = mean(scores);
-    mr.em = mean(ems);
-    mr.f1 = mean(f1s);
-    results.push_back(std::move(mr));
-  }
-  if (st) st->close();
-
-  // The table and summary.json.
-  std::optional<double> full_score;
-  for (const ModeResult& r : results)
-    if (r.mode == pic::Mode::Full) full_score = r.score;
-  const std::string metric_label = tmpl.metric == "rouge_l"       ? "ROUGE-L"
-                                   : tmpl.metric == "exact_match" ? "EM"
-                                                                  : "F1";
-  std::ostringstream table;
-  table << "| mode | " << metric_label << " | Δ vs full |" << (qa ? " EM |" : "")
-        << " TTFT p50 ms | TTFT p99 ms | hits (memory+store) | colds |\n";
-  table << "|---|---:|---:|" << (qa ? "---:|" : "") << "---:|---:|---:|---:|\n";
-  json modes_json = json::array();
-  for (const ModeResult& r : results) {
-    const double p50 = percentile(r.ttft_ms, 50), p99 = percentile(r.ttft_ms, 99);
-    const std::string delta = full_score ? fmt("%+.2f", 100 * (r.score - *full_score)) : "n/a";
-    table << "| " << pic::mode_name(r.mode) << " | " << fmt("%.2f", 100 * r.score) << " | " << delta
-          << " |" << (qa ? " " + fmt("%.2f", 100 * r.em) + " |" : "") << " " << fmt("%.1f", p50)
-          << " | " << fmt("%.1f", p99) << " | " << r.hits_memory + r.hits_store << " ("
-          << r.hits_memory << "+" << r.hits_store << ") | " << r.colds << " |\n";
-    json mj = {{"mode", pic::mode_name(r.mode)},
-               {"score", r.score},
-               {"delta_vs_full", full_score ? json(r.score - *full_score) : json(nullptr)},
-               {"ttft_ms",
-                {{"p50", p50},
-                 {"p90", percentile(r.ttft_ms, 90)},
-                 {"p99", p99},
-                 {"mean", mean(r.ttft_ms)}}},
-               {"hits", {{"memory", r.hits_memory}, {"store", r.hits_store}}},
-               {"colds", r.colds},
-               {"queries", r.ttft_ms.size()},
-               {"predictions", r.predictions}};
-    if (qa) {
-      mj["em"] = r.em;
-      mj["f1"] = r.f1;
-    }
-    modes_json.push_back(mj);
-  }
+// table.md and summary.json, and the table on stdout.
+void report(const EvalRun& run, const std::vector<eval::ModeScorer>& scores,
+            const std::vector<std::string>& predictions) {
+  const EvalArgs& a = run.a;
+  const eval::ModeComparison cmp = eval::compare_modes(scores, predictions, run.tmpl->metric);
+  const std::string label = eval::metric_label(run.tmpl->metric);
   const json summary = {{"dataset", a.dataset},
                         {"input", a.input},
                         {"model", a.model},
-                        {"metric", tmpl.metric},
-                        {"metric_label", metric_label},
+                        {"metric", run.tmpl->metric},
+                        {"metric_label", label},
                         {"scores_scale", "0-1 (the table shows ×100)"},
-                        {"examples", items.size()},
-                        {"skipped", too_long},
-                        {"junction", junction.to_string()},
-                        {"max_new_tokens", max_new},
-                        {"warmup", warm},
-                        {"modes", modes_json}};
-  write_text_file(out + "/summary.json", summary.dump(2) + "\n");
-  write_text_file(out + "/table.md", table.str());
+                        {"examples", run.items.size()},
+                        {"skipped", run.skipped},
+                        {"junction", run.junction.to_string()},
+                        {"max_new_tokens", run.max_new},
+                        {"warmup", run.warm},
+                        {"modes", cmp.modes}};
+  write_text_file(a.out + "/summary.json", summary.dump(2) + "\n");
+  write_text_file(a.out + "/table.md", cmp.table);
   std::printf("%s: %zu examples, metric %s (scores ×100), junction %s\n", a.dataset.c_str(),
-              items.size(), metric_label.c_str(), junction.to_string().c_str());
-  std::printf("%s", table.str().c_str());
-  std::printf("wrote %s/table.md, summary.json and <mode>/%s.jsonl\n", out.c_str(),
+              run.items.size(), label.c_str(), run.junction.to_string().c_str());
+  std::printf("%s", cmp.table.c_str());
+  std::printf("wrote %s/table.md, summary.json and <mode>/%s.jsonl\n", a.out.c_str(),
               a.dataset.c_str());
+}
+
+int run_eval(const EvalArgs& a) {
+  // Everything cheap is checked before the model is loaded.
+  EvalRun run(a);
+  cluster::check_world_size(a.ranks);
+  const cluster::Communicator comm = cluster::Communicator::world().duplicate();
+  const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
+  if (world.rank != 0) {
+    // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
+    if (!run.any_entries) return 0;
+    LoadedPicModel m = load_pic_model(a.model);
+    cluster::run_worker(comm.get(), *m.model, run.junction);
+    cluster::run_worker(comm.get(), *m.model, run.junction);
+    return 0;
+  }
+  run.comm = comm.get();
+  run.world_size = world.size;
+  const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
+  prepare(run, templates);
+  std::filesystem::create_directories(a.out);
+  run.store_path = a.store.empty() ? a.out + "/store.h5" : a.store;
+  if (run.any_entries) warm_up(run);
+  std::vector<eval::ModeScorer> scores;
+  std::vector<std::string> predictions;
+  for (pic::Mode mode : run.modes) {
+    const std::string dir = a.out + "/" + pic::mode_name(mode);
+    std::filesystem::create_directories(dir);
+    predictions.push_back(dir + "/" + a.dataset + ".jsonl");
+    scores.push_back(run_mode(run, mode, predictions.back()));
+  }
+  if (run.st) run.st->close();
+  if (run.cold) {
+    run.cold.reset();
+    cluster::shutdown_workers(comm.get());
+  }
+  report(run, scores, predictions);
   return 0;
 }
 
@@ -341,6 +285,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of a store created here")
+      ->capture_default_str();
+  sub->add_option("--ranks", a->ranks,
+                  "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
   on_run(sub, [a] { return run_eval(*a); });
 }

@@ -117,20 +117,6 @@ LoadedPicModel load_pic_model(const std::string& dir) {
   return out;
 }
 
-store::SegmentStore open_store_for_writing(const std::string& path, const std::string& fingerprint,
-                                           int junction_code, store::StoreDtype dtype,
-                                           bool sync_to_disk) {
-  if (!std::filesystem::exists(path)) {
-    store::StoreOptions o;
-    o.model_fingerprint = fingerprint;
-    o.junction = junction_code;
-    o.dtype = dtype;
-    o.sync_to_disk = sync_to_disk;
-    return store::SegmentStore::create(path, o);
-  }
-  return store::SegmentStore::open(path, fingerprint, junction_code, store::OpenMode::kWrite);
-}
-
 Corpus read_corpus(const std::string& path, const model::Tokenizer& tok,
                    const model::ModelConfig& cfg, BadLinePolicy policy) {
   Corpus c;

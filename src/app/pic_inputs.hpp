@@ -12,6 +12,7 @@
 #include "model/forward.hpp"
 #include "model/tokenizer.hpp"
 #include "pic/engine.hpp"
+#include "store/open.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
@@ -25,12 +26,6 @@ struct LoadedPicModel {
   model::Tokenizer tokenizer;
 };
 LoadedPicModel load_pic_model(const std::string& dir);
-
-// Opens `path` for writing, or creates it with `dtype` when absent. An existing store keeps
-// its own dtype; its fingerprint and junction must match (else hypic::Error naming both).
-store::SegmentStore open_store_for_writing(const std::string& path, const std::string& fingerprint,
-                                           int junction_code, store::StoreDtype dtype,
-                                           bool sync_to_disk = false);
 
 struct CorpusDoc {
   std::string id;

@@ -16,10 +16,10 @@
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "eval/metrics.hpp"
 #include "hypic/kernels/blas.hpp"
-#include "pic/distributed.hpp"
 #include "pic/fidelity.hpp"
 #include "store/segment_store.hpp"
 
@@ -36,6 +36,73 @@ struct ServeArgs {
   bool compare_full = false;
 };
 
+// Rank 0's engines: the mode's (its cold segments computed by the workers when there are
+// some) and, with --compare-full, a full-recompute one for the reference answers.
+struct Serving {
+  std::unique_ptr<store::SegmentStore> st;  // on the heap: the engine keeps its address
+  std::unique_ptr<pic::Engine> engine;
+  std::unique_ptr<cluster::RemoteColdSource> cold;
+  std::unique_ptr<pic::Engine> full;
+};
+
+Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
+                     const pic::JunctionSpec& junction, MPI_Comm comm, int ranks) {
+  Serving s;
+  if (pic::uses_entries(mode) && !a.store.empty()) {
+    s.st = std::make_unique<store::SegmentStore>(store::open_for_writing(
+        a.store, m.fingerprint, junction.store_code(), store::parse_dtype(a.dtype)));
+  }
+  pic::EngineOptions eo;
+  eo.mode = mode;
+  eo.junction = junction;
+  eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
+  eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
+  s.engine = std::make_unique<pic::Engine>(*m.model, m.fingerprint, eo, s.st.get());
+  // With workers, rank 0 routes and composes; the cold segments are computed on the workers.
+  if (ranks > 1 && pic::uses_entries(mode)) {
+    s.cold = std::make_unique<cluster::RemoteColdSource>(
+        comm, *m.model,
+        s.st ? cluster::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
+        s.st ? "the store " + a.store +
+                   " keeps the cold entries written so far; rerun the same command to resume"
+             : "no store: rerun the same command");
+    s.engine->set_cold_source(s.cold.get());
+    // While the workers compute a query's cold segments, rank 0 reads the next query's hits.
+    pic::Engine* engine = s.engine.get();
+    s.cold->set_idle_work([engine] { return engine->prefetch_one(); });
+  }
+  if (a.compare_full) {
+    pic::EngineOptions fo = eo;
+    fo.mode = pic::Mode::Full;
+    s.full = std::make_unique<pic::Engine>(*m.model, m.fingerprint, fo, nullptr);
+  }
+  return s;
+}
+
+// One query's prediction line (answer text, scores against gold answers, agreement with
+// full recompute), also added to the summary.
+json serve_one(Serving& s, const LoadedPicModel& m, const QuerySpec& qs, RunSummary& summary) {
+  const pic::QueryResult r = s.engine->run(qs.query);
+  json line = prediction_json(r);
+  const std::string answer_text = m.tokenizer.decode(r.answer, true);
+  line["answer"] = answer_text;
+  if (!qs.answers.empty()) {
+    line["answers"] = qs.answers;
+    line["f1"] = eval::max_token_f1(answer_text, qs.answers);
+    line["exact_match"] = eval::max_exact_match(answer_text, qs.answers);
+  }
+  std::optional<Fidelity> fid;
+  if (s.full) {
+    const pic::QueryResult ref = s.full->run(qs.query);
+    fid = compare(ref, r);
+    line["compare_full"] = fidelity_json(*fid);
+    line["full_answer_tokens"] = ref.answer;
+  }
+  summary.add(r, fid,
+              line.contains("f1") ? std::optional<double>(line["f1"].get<double>()) : std::nullopt);
+  return line;
+}
+
 int run_serve(const ServeArgs& a) {
   const pic::Mode mode = pic::parse_mode(a.mode);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
@@ -47,7 +114,7 @@ int run_serve(const ServeArgs& a) {
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
-    pic::run_worker(comm.get(), *m.model, junction);
+    cluster::run_worker(comm.get(), *m.model, junction);
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -55,87 +122,36 @@ int run_serve(const ServeArgs& a) {
   if (!a.corpus.empty()) corpus = read_corpus(a.corpus, m.tokenizer, cfg, policy);
   const QueryFile qf = read_queries(a.queries, corpus ? &*corpus : nullptr, m.tokenizer, cfg,
                                     a.max_new_tokens, policy);
-
-  std::optional<store::SegmentStore> st;
-  if (pic::uses_entries(mode) && !a.store.empty()) {
-    st = open_store_for_writing(a.store, m.fingerprint, junction.store_code(),
-                                store::parse_dtype(a.dtype));
-  }
-  pic::EngineOptions eo;
-  eo.mode = mode;
-  eo.junction = junction;
-  eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
-  eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
-  pic::Engine engine(*m.model, m.fingerprint, eo, st ? &*st : nullptr);
-  // With workers, rank 0 routes and composes; the cold segments are computed on the workers.
-  std::unique_ptr<pic::RemoteColdSource> cold;
-  if (world.size > 1 && pic::uses_entries(mode)) {
-    cold = std::make_unique<pic::RemoteColdSource>(
-        comm.get(), *m.model,
-        st ? pic::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
-        st ? "the store " + a.store +
-                 " keeps the cold entries written so far; rerun the same command to resume"
-           : "no store: rerun the same command");
-    engine.set_cold_source(cold.get());
-  }
-  std::unique_ptr<pic::Engine> full;
-  if (a.compare_full) {
-    pic::EngineOptions fo = eo;
-    fo.mode = pic::Mode::Full;
-    full = std::make_unique<pic::Engine>(*m.model, m.fingerprint, fo, nullptr);
-  }
+  Serving s = open_serving(a, m, mode, junction, comm.get(), world.size);
 
   std::filesystem::create_directories(a.out);
   std::ofstream pred(a.out + "/predictions.jsonl");
   require(pred.good(), "cannot write " + a.out + "/predictions.jsonl");
-  RunSummary summary(mode, junction, eo.memory_budget_bytes);
+  RunSummary summary(mode, junction, s.engine->options().memory_budget_bytes);
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
-  // While the workers compute a query's cold segments, rank 0 reads the next query's hits.
-  if (cold) cold->set_idle_work([&engine] { return engine.prefetch_one(); });
   for (size_t qi = 0; qi < qf.queries.size(); ++qi) {
-    const QuerySpec& qs = qf.queries[qi];
-    if (cold) {
-      cold->set_query_label(qs.query.id);
-      if (qi + 1 < qf.queries.size()) engine.queue_prefetch(qf.queries[qi + 1].query);
+    if (s.cold) {
+      s.cold->set_query_label(qf.queries[qi].query.id);
+      if (qi + 1 < qf.queries.size()) s.engine->queue_prefetch(qf.queries[qi + 1].query);
     }
-    const pic::QueryResult r = engine.run(qs.query);
-    json line = prediction_json(r);
-    std::string answer_text;
-    answer_text = m.tokenizer.decode(r.answer, true);
-    line["answer"] = answer_text;
-    if (!qs.answers.empty()) {
-      line["answers"] = qs.answers;
-      line["f1"] = eval::max_token_f1(answer_text, qs.answers);
-      line["exact_match"] = eval::max_exact_match(answer_text, qs.answers);
-    }
-    std::optional<Fidelity> fid;
-    if (full) {
-      const pic::QueryResult ref = full->run(qs.query);
-      fid = compare(ref, r);
-      line["compare_full"] = fidelity_json(*fid);
-      line["full_answer_tokens"] = ref.answer;
-    }
-    summary.add(
-        r, fid,
-        line.contains("f1") ? std::optional<double>(line["f1"].get<double>()) : std::nullopt);
-    pred << line.dump() << "\n";
+    pred << serve_one(s, m, qf.queries[qi], summary).dump() << "\n";
     pred.flush();
   }
   require(pred.good(), "writing " + a.out + "/predictions.jsonl failed");
   summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  summary.memory_bytes = engine.memory_bytes();
-  summary.memory_evictions = engine.memory_evictions();
+  summary.memory_bytes = s.engine->memory_bytes();
+  summary.memory_evictions = s.engine->memory_evictions();
   json metrics = summary.metrics_json();
-  if (cold) metrics["prefetched_entries"] = engine.prefetched();
-  if (st) {
-    metrics["store"] = st->path();
-    metrics["store_entries"] = st->size();
-    st->close();
+  if (s.cold) metrics["prefetched_entries"] = s.engine->prefetched();
+  if (s.st) {
+    metrics["store"] = s.st->path();
+    metrics["store_entries"] = s.st->size();
+    s.st->close();
   }
-  cold.reset();
-  pic::shutdown_workers(comm.get());
+  s.cold.reset();
+  cluster::shutdown_workers(comm.get());
   write_text_file(a.out + "/metrics.json", metrics.dump(2) + "\n");
   write_text_file(a.out + "/timings.csv", summary.timings_csv());
   std::printf("%s\n", summary.one_line().c_str());

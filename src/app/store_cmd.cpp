@@ -18,8 +18,8 @@
 
 #include "app/commands.hpp"
 #include "cluster/cost_model.hpp"
+#include "cluster/distributed.hpp"
 #include "common/error.hpp"
-#include "pic/distributed.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
@@ -78,12 +78,12 @@ bool same_file(const std::string& a, const std::string& b) {
 // (the first on ties: every shard ran the same model, on nodes of one partition). It is a
 // planning hint, not stored data, so a shard's unreadable model is skipped with a warning.
 void merge_cost_models(const std::string& out, const std::vector<std::string>& shards) {
-  const std::string target = pic::cost_model_path(out);
+  const std::string target = cluster::cost_model_path(out);
   if (fs::exists(target)) return;
   std::optional<cluster::CostModel> best;
   std::string from;
   for (const std::string& shard : shards) {
-    const std::string path = pic::cost_model_path(shard);
+    const std::string path = cluster::cost_model_path(shard);
     if (!fs::exists(path)) continue;
     try {
       cluster::CostModel m = cluster::CostModel::load(path);

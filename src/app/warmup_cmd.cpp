@@ -1,7 +1,7 @@
 // `hypic warmup`: every document of a corpus becomes a segment entry in the store.
 // Resumable: entries already in the store are skipped, so a killed warm-up continues where
 // its last committed entry ended. Under mpirun, rank 0 plans (LPT) and writes the store, and
-// the other ranks compute entries (pic/distributed.hpp).
+// the other ranks compute entries (cluster/distributed.hpp).
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,9 +10,9 @@
 
 #include "app/commands.hpp"
 #include "app/pic_inputs.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "hypic/kernels/blas.hpp"
-#include "pic/distributed.hpp"
 #include "pic/junction.hpp"
 #include "pic/segment_entry.hpp"
 #include "store/segment_store.hpp"
@@ -26,6 +26,33 @@ struct WarmupArgs {
   bool repair = false;
 };
 
+// Rank 0's side of the options: what to say when a worker dies, the cost model that plans
+// the split, progress lines on stderr.
+void set_rank0_options(cluster::WarmupOptions& wo, const std::string& store_path) {
+  wo.after_death = "the store " + store_path +
+                   " keeps every entry committed so far (hypic inspect --store " + store_path +
+                   " --verify checks it); rerun the same command to resume";
+  wo.cost = cluster::load_cost_model_or_default(store_path);
+  const bool tty = isatty(fileno(stderr));
+  wo.progress = [tty](const std::string& line, bool final) {
+    std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
+                 tty && !final ? "" : "\n");
+    std::fflush(stderr);
+  };
+}
+
+// Measured times refine the cost model that plans the next run (STORE.cost-model.json).
+void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string& model_desc,
+                            const cluster::WorldInfo& world, const std::string& store_path) {
+  if (res.samples.size() < 3) return;
+  cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  fitted.provenance = model_desc + ", " + host + ", " +
+                      std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
+  fitted.save(cluster::cost_model_path(store_path));
+}
+
 int run_warmup(const WarmupArgs& a) {
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
@@ -34,10 +61,10 @@ int run_warmup(const WarmupArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const store::StoreDtype dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model);
-  pic::WarmupOptions wo;
+  cluster::WarmupOptions wo;
   wo.junction = junction;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
-    pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
+    cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -45,7 +72,7 @@ int run_warmup(const WarmupArgs& a) {
       read_corpus(a.corpus, m.tokenizer, cfg, parse_bad_line_policy(a.on_bad_line));
 
   store::SegmentStore st =
-      open_store_for_writing(a.store, m.fingerprint, junction.store_code(), dtype, a.sync);
+      store::open_for_writing(a.store, m.fingerprint, junction.store_code(), dtype, a.sync);
   if (st.dtype() != dtype)
     std::fprintf(stderr, "warmup: store %s keeps its dtype %s (--dtype %s applies to new stores)\n",
                  a.store.c_str(), store::dtype_name(st.dtype()).c_str(), a.dtype.c_str());
@@ -61,33 +88,15 @@ int run_warmup(const WarmupArgs& a) {
     docs.push_back(d.tokens);
     wo.labels.push_back(d.id);
   }
-  wo.after_death = "the store " + a.store +
-                   " keeps every entry committed so far (hypic inspect --store " + a.store +
-                   " --verify checks it); rerun the same command to resume";
-
-  wo.cost = pic::load_cost_model_or_default(a.store);
-  const bool tty = isatty(fileno(stderr));
-  wo.progress = [tty](const std::string& line, bool final) {
-    std::fprintf(stderr, "%swarmup: %s%s", tty ? "\r" : "", line.c_str(),
-                 tty && !final ? "" : "\n");
-    std::fflush(stderr);
-  };
+  set_rank0_options(wo, a.store);
   if (world.size > 1)
     std::fprintf(stderr,
                  "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
                  world.size, world.size - 1, cluster::blas_threads_per_rank(world));
-  const pic::WarmupResult res =
-      pic::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  const cluster::WarmupResult res =
+      cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
 
-  // Measured times refine the cost model that plans the next run.
-  if (res.samples.size() >= 3) {
-    cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    fitted.provenance = m.fingerprint + ", " + cfg.layout_string() + ", " + host + ", " +
-                        std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
-    fitted.save(pic::cost_model_path(a.store));
-  }
+  save_fitted_cost_model(res, m.fingerprint + ", " + cfg.layout_string(), world, a.store);
   const double dt = res.seconds;
   const store::StoreStats stats = st.stats();
   st.close();

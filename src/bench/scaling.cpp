@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "bench/timing.hpp"
+#include "cluster/distributed.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
 #include "cluster/simulate.hpp"
@@ -15,7 +16,6 @@
 #include "hypic/kernels/blas.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
-#include "pic/distributed.hpp"
 #include "pic/engine.hpp"
 #include "pic/fingerprint.hpp"
 #include "pic/segment_entry.hpp"
@@ -111,7 +111,7 @@ MeasuredMap measure_workers(MPI_Comm comm, int ranks, model::Model& net,
   MeasuredMap measured;
   pic::EngineOptions eo;
   eo.junction = a.junction;
-  pic::RemoteColdSource cold(comm, net, cluster::CostModel(0.0, 1.0, 0.0));
+  cluster::RemoteColdSource cold(comm, net, cluster::CostModel(0.0, 1.0, 0.0));
   for (int m = 1; m < ranks; ++m)
     for (const Policy& p : kPolicies) {
       if (m == 1 && (p.policy != cluster::Policy::kLpt || !p.rebalance))
@@ -121,10 +121,10 @@ MeasuredMap measure_workers(MPI_Comm comm, int ranks, model::Model& net,
       fresh.set_cold_source(&cold);
       const auto t0 = Clock::now();
       fresh.run(query);
-      const pic::DispatchStats& st = cold.last_query();
+      const cluster::DispatchStats& st = cold.last_query();
       measured[{m, p.name}] = {seconds_since(t0), 0.0, st.busy_s, st.segments, st.stolen};
     }
-  pic::shutdown_workers(comm);
+  cluster::shutdown_workers(comm);
   return measured;
 }
 
@@ -183,7 +183,7 @@ ScalingResult run_scaling(MPI_Comm comm, const ScalingOptions& a, const ScalingP
               std::to_string(cfg.max_position_embeddings));
   model::Model net(cfg, model::random_weights(cfg, a.seed));
   if (world.rank != 0) {
-    pic::run_worker(comm, net, a.junction);
+    cluster::run_worker(comm, net, a.junction);
     return r;
   }
   r.root = true;

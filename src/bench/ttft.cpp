@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bench/timing.hpp"
+#include "cluster/distributed.hpp"
 #include "common/error.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
@@ -54,20 +55,6 @@ std::vector<pic::Query> make_trace(const TtftOptions& a,
   return out;
 }
 
-// WARM-UP (bench ttft's own path, one process): every document into the store, one
-// compute_entry after another. The unified warm-up path replaces this one call at merge.
-size_t warm_store_serially(model::Model& net, const std::string& fingerprint,
-                           const pic::JunctionSpec& junction,
-                           const std::vector<std::vector<int32_t>>& docs, store::SegmentStore& st) {
-  size_t n = 0;
-  for (const auto& d : docs) {
-    const int w = junction.tokens_for(static_cast<int64_t>(d.size()));
-    st.put(store::entry_key(fingerprint, d, w), pic::to_store_entry(pic::compute_entry(net, d, w)));
-    ++n;
-  }
-  return n;
-}
-
 // Creates the store at `path` and fills it with every document of the corpus.
 void warm_store(model::Model& net, const std::string& fingerprint, const TtftOptions& a,
                 const std::vector<std::vector<int32_t>>& docs, const std::string& path,
@@ -77,9 +64,12 @@ void warm_store(model::Model& net, const std::string& fingerprint, const TtftOpt
   so.junction = a.junction.store_code();
   so.dtype = store::parse_dtype(a.dtype);
   store::SegmentStore st = store::SegmentStore::create(path, so);
-  const auto t0 = Clock::now();
-  result.warmup_entries = warm_store_serially(net, fingerprint, a.junction, docs, st);
-  result.warmup_seconds = seconds_since(t0);
+  cluster::WarmupOptions wo;  // the one warm-up path, here in this process alone
+  wo.junction = a.junction;
+  const cluster::WarmupResult warm =
+      cluster::warmup_across_ranks(MPI_COMM_SELF, net, fingerprint, docs, &st, wo);
+  result.warmup_entries = warm.total;
+  result.warmup_seconds = warm.seconds;
   result.store_bytes = st.stats().file_bytes;
 }
 

@@ -10,7 +10,7 @@
 // would finish it sooner (docs/cluster.md, "Dispatch"). Which worker computes a segment does
 // not change its entry, so results stay bit-identical; only the times change.
 //
-// Pure bookkeeping: no MPI here (pic/distributed.cpp sends what it returns).
+// Pure bookkeeping: no MPI here (cluster/distributed.cpp sends what it returns).
 #include <cstdint>
 #include <deque>
 #include <vector>

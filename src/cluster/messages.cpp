@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cluster/world.hpp"
+#include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
 
 namespace hypic::cluster {
@@ -189,6 +190,7 @@ EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
     r.need(count * sizeof(float));
     Tensor t(std::move(shape));
     r.read(t.data(), t.bytes());
+    stats::count_entry_copy(t.bytes());
     require(m.entry.arrays.emplace(std::move(name), std::move(t)).second,
             "entry message names an array twice");
   }
@@ -207,6 +209,7 @@ Bytes serialize_command(const Command& command) {
     w.put_string(task->key);
     w.put(static_cast<uint64_t>(task->tokens.size()));
     w.append(task->tokens.data(), task->tokens.size() * sizeof(int32_t));
+    w.put(task->junction);
   } else {
     w.put(kCommandShutdown);
   }
@@ -229,6 +232,7 @@ Command deserialize_command(const uint8_t* data, size_t size) {
   r.need(n * sizeof(int32_t));
   task.tokens.resize(n);
   r.read(task.tokens.data(), n * sizeof(int32_t));
+  task.junction = r.get<int32_t>();
   r.expect_end();
   return task;
 }

@@ -58,6 +58,8 @@ struct Task {
   int64_t segment = 0;
   std::string key;
   std::vector<int32_t> tokens;
+  int32_t junction = -1;  // w, junction tokens (-1: the worker's own junction spec decides);
+                          // a chat session changes the junction between questions
 };
 struct Shutdown {};
 using Command = std::variant<Task, Shutdown>;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "common/copy_stats.hpp"
 #include "pic/compose.hpp"
 #include "store/checksum.hpp"
 
@@ -37,6 +38,20 @@ std::vector<int32_t> head(const std::vector<int32_t>& v, int n) {
 
 }  // namespace
 
+void LocalColdSource::begin(const std::vector<ColdSegment>& cold) {
+  pending_.clear();  // nothing is in flight: a query that threw leaves nothing to wait for
+  for (const ColdSegment& c : cold) pending_.emplace(c.index, c);
+}
+
+SegmentEntry LocalColdSource::take(int64_t index) {
+  const auto it = pending_.find(index);
+  require(it != pending_.end(),
+          "cold source: segment " + std::to_string(index) + " was not announced");
+  const ColdSegment seg = std::move(it->second);
+  pending_.erase(it);
+  return compute_entry(model_, seg.tokens, seg.junction);
+}
+
 const char* mode_name(Mode m) {
   switch (m) {
     case Mode::Full:
@@ -67,6 +82,7 @@ Engine::Engine(model::Model& model, std::string model_fingerprint, EngineOptions
       fingerprint_(std::move(model_fingerprint)),
       options_(options),
       store_(store),
+      local_(model),
       entries_(options.memory_budget_bytes),
       snapshots_(options.memory_budget_bytes) {
   if (store_ != nullptr)
@@ -269,68 +285,18 @@ std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
     round_to_dtype(computed, store_->dtype());
-    if (store_->writable()) store_->put(key, to_store_entry(computed));
+    if (store_->writable()) store_->put(key, store_view(computed));  // from its own buffers
   }
   auto e = std::make_shared<const SegmentEntry>(std::move(computed));
   entries_.put(key, e, e->bytes());
   return e;
 }
 
-Engine::Lookup Engine::lookup(const std::vector<int32_t>& segment, QueryResult& r) {
-  const int64_t n = static_cast<int64_t>(segment.size());
-  const int w = options_.junction.tokens_for(n);
-  const std::string key = store::entry_key(fingerprint_, segment, w);
-  Lookup lk = lookup_cached(key, w, r);
-  if (lk.entry) return lk;
-  const auto t1 = Clock::now();
-  lk.entry = keep_cold(key, compute_entry(model_, segment, w));
-  lk.tier = Lookup::kCold;
-  r.times.cold_fill += seconds_since(t1);
-  return lk;
-}
-
+// Every segment is routed first (memory tier, store, or cold), so that the cold ones can be
+// computed elsewhere while the hits (and the prefix) are composed here; the cold source
+// computes them in place when there are no workers. A segment repeated within the query is
+// computed once; its later copies count as memory hits.
 void Engine::run_pic(const Query& q, QueryResult& r) {
-  if (cold_source_ != nullptr) {
-    run_pic_with_source(q, r);
-    return;
-  }
-  const auto t0 = Clock::now();
-  const bool addition = options_.mode == Mode::PicAddition;
-  model::InferenceCache cache = model_.new_cache();
-  if (!q.prefix.empty()) {
-    model_.prefill(q.prefix, cache, model::LogitsMode::None);
-    r.tokens_recomputed += static_cast<int64_t>(q.prefix.size());
-    r.times.prefill = seconds_since(t0);
-  }
-  for (const auto& seg : q.segments) {
-    const Lookup lk = lookup(seg, r);
-    switch (lk.tier) {
-      case Lookup::kMemory:
-        ++r.hits_memory;
-        break;
-      case Lookup::kStore:
-        ++r.hits_store;
-        break;
-      case Lookup::kCold:
-        ++r.cold;
-        r.cold_tokens += static_cast<int64_t>(seg.size());
-        break;
-    }
-    if (lk.damaged) ++r.damaged;
-    place_segment(seg, *lk.entry, addition, cache, r);
-  }
-  const auto t3 = Clock::now();
-  std::vector<float> logits = final_prefill(q.question, cache, r);
-  r.times.question = seconds_since(t3);
-  r.times.ttft = seconds_since(t0);
-  decode(std::move(logits), cache, q.max_new_tokens, r);
-}
-
-// The same composition as run_pic, but every segment is routed first, so that the cold
-// ones can be computed elsewhere while the hits (and the prefix) are composed here. A
-// segment repeated within the query is computed once; its later copies count as memory hits,
-// as they do in run_pic.
-void Engine::run_pic_with_source(const Query& q, QueryResult& r) {
   const auto t0 = Clock::now();
   const bool addition = options_.mode == Mode::PicAddition;
   const size_t k = q.segments.size();
@@ -375,7 +341,10 @@ void Engine::run_pic_with_source(const Query& q, QueryResult& r) {
       ++(routed[i].tier == Lookup::kMemory ? r.hits_memory : r.hits_store);
     } else {
       const auto t1 = Clock::now();
+      const uint64_t copied = stats::entry_bytes_copied();
       entry = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
+      r.cold_bytes_copied += stats::entry_bytes_copied() - copied;
+      r.cold_entry_bytes += entry->bytes();
       computed[i] = entry;
       r.times.cold_fill += seconds_since(t1);
       ++r.cold;

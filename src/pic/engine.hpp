@@ -2,9 +2,10 @@
 // The PIC engine in one process: answers a query [prefix] seg_1 … seg_k [question] in one
 // of the caching modes, with a memory tier in front of the segment store, and reports
 // time to first token by phase. Under MPI this is what rank 0, the combine driver, runs;
-// its cold segments then come from the workers through a ColdSource (pic/distributed.hpp).
+// its cold segments then come from the workers through a ColdSource (cluster/distributed.hpp).
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,8 +67,13 @@ struct QueryResult {
   int damaged = 0;              // store entries that failed their checksum
   int prefix_units_reused = 0;  // prefix mode: prompt units (prefix, segments) restored
   int64_t prompt_tokens = 0;
-  int64_t tokens_recomputed = 0;    // prompt tokens run through the network for this query
-  int64_t cold_tokens = 0;          // tokens of segments computed cold
+  int64_t tokens_recomputed = 0;  // prompt tokens run through the network for this query
+  int64_t cold_tokens = 0;        // tokens of segments computed cold
+  // Debug statistics of the cold entries: their size in memory (f32), and the bytes copied or
+  // converted on this rank between the cold source and the memory tier and store
+  // (common/copy_stats.hpp; docs/engine.md, "Bytes copied per cold entry").
+  uint64_t cold_entry_bytes = 0;
+  uint64_t cold_bytes_copied = 0;
   std::vector<float> first_logits;  // [vocab], when EngineOptions::keep_first_logits
   std::vector<float> last_hidden;   // [hidden], last prompt token, residual stream before
                                     // the final norm, when keep_last_hidden
@@ -81,15 +87,28 @@ struct ColdSegment {
   int junction = 0;  // w
 };
 
-// Where cold entries come from when they are not computed in place: rank 0's view of the
-// workers (pic/distributed.hpp). begin() gets every cold segment of a query before the
-// composition starts; take() is then called in prompt order and blocks until that entry
-// is there. Entries come as compute_entry returns them (f32, not yet rounded to the store).
+// Where a query's cold entries come from: computed in place (LocalColdSource) or by the
+// workers (cluster::RemoteColdSource, rank 0's view of them). begin() gets every cold segment
+// of a query before the composition starts; take() is then called in prompt order and blocks
+// until that entry is there. Entries come as compute_entry returns them (f32, not yet rounded
+// to the store).
 class ColdSource {
  public:
   virtual ~ColdSource() = default;
   virtual void begin(const std::vector<ColdSegment>& cold) = 0;
   virtual SegmentEntry take(int64_t index) = 0;
+};
+
+// Computes each cold entry in take(), in this process: one rank, or an engine without workers.
+class LocalColdSource : public ColdSource {
+ public:
+  explicit LocalColdSource(model::Model& model) : model_(model) {}
+  void begin(const std::vector<ColdSegment>& cold) override;
+  SegmentEntry take(int64_t index) override;
+
+ private:
+  model::Model& model_;
+  std::map<int64_t, ColdSegment> pending_;  // index -> segment, until taken
 };
 
 class Engine {
@@ -98,11 +117,13 @@ class Engine {
   // given, it must be made for this model and junction (SegmentStore::open checks).
   Engine(model::Model& model, std::string model_fingerprint, EngineOptions options,
          store::SegmentStore* store = nullptr);
+  Engine(const Engine&) = delete;  // cold_source_ may point at local_
+  Engine& operator=(const Engine&) = delete;
 
   QueryResult run(const Query& query);
 
   // Cold segments then come from `source` (not owned; null: computed in place).
-  void set_cold_source(ColdSource* source) { cold_source_ = source; }
+  void set_cold_source(ColdSource* source) { cold_source_ = source != nullptr ? source : &local_; }
 
   // Reading a query's store hits ahead, while rank 0 would otherwise wait for the workers
   // (RemoteColdSource::set_idle_work). queue_prefetch replaces the queue with the segments of
@@ -126,7 +147,6 @@ class Engine {
     enum { kMemory, kStore, kCold } tier = kCold;
     bool damaged = false;
   };
-  Lookup lookup(const std::vector<int32_t>& segment, QueryResult& r);
   // The memory tier, then the store; a null entry when the segment is cold.
   Lookup lookup_cached(const std::string& key, int w, QueryResult& r);
   // Rounds a freshly computed entry to the store's dtype, writes it back, keeps it in memory.
@@ -135,7 +155,6 @@ class Engine {
   // layer (MATH.md §5), then the rest spliced from the entry.
   void place_segment(const std::vector<int32_t>& seg, const SegmentEntry& entry, bool addition,
                      model::InferenceCache& cache, QueryResult& r);
-  void run_pic_with_source(const Query& q, QueryResult& r);
   void run_full(const Query& q, QueryResult& r);
   void run_prefix(const Query& q, QueryResult& r);
   void run_pic(const Query& q, QueryResult& r);
@@ -149,7 +168,8 @@ class Engine {
   std::string fingerprint_;
   EngineOptions options_;
   store::SegmentStore* store_;
-  ColdSource* cold_source_ = nullptr;
+  LocalColdSource local_;
+  ColdSource* cold_source_ = &local_;
   LruCache<SegmentEntry> entries_;
   LruCache<model::InferenceCache> snapshots_;
   std::deque<std::pair<std::string, int>> prefetch_;  // key, junction tokens

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/copy_stats.hpp"
 #include "hypic/kernels/blas.hpp"
 
 namespace hypic::pic {
@@ -119,6 +120,26 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
     out.arrays.emplace(attn_name(a.layer, "V"), a.v);
   }
+  stats::count_entry_copy(entry.bytes());
+  return out;
+}
+
+store::EntryView store_view(const SegmentEntry& entry) {
+  store::EntryView out;
+  out.n_tokens = entry.n_tokens;
+  for (const LinearLayerEntry& l : entry.linear) {
+    const LinearSummary& s = l.summary;
+    out.arrays.emplace(linear_name(l.layer, "T"),
+                       store::ArrayView{{s.heads, s.dk, s.dk}, s.t.data()});
+    out.arrays.emplace(linear_name(l.layer, "S"),
+                       store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    out.arrays.emplace(linear_name(l.layer, "conv"),
+                       store::ArrayView{l.conv.shape(), l.conv.data()});
+  }
+  for (const AttentionLayerEntry& a : entry.attention) {
+    out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
+    out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
+  }
   return out;
 }
 
@@ -160,20 +181,18 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
 
 void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype) {
   if (dtype == store::StoreDtype::kF32) return;
-  std::vector<unsigned char> buf;
   auto round = [&](float* x, size_t n) {
-    buf.resize(n * store::dtype_bytes(dtype));
-    store::encode(dtype, x, n, buf.data());
-    store::decode(dtype, buf.data(), n, x);
+    store::round_in_place(dtype, x, n);
+    stats::count_entry_copy(n * sizeof(float));
   };
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
     round(l.summary.s.data(), l.summary.s.size());
-    round(l.conv.data(), l.conv.vec().size());
+    round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
   for (AttentionLayerEntry& a : entry.attention) {
-    round(a.k.data(), a.k.vec().size());
-    round(a.v.data(), a.v.vec().size());
+    round(a.k.data(), static_cast<size_t>(a.k.numel()));
+    round(a.v.data(), static_cast<size_t>(a.v.numel()));
   }
 }
 

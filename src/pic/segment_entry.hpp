@@ -44,6 +44,8 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
 // Store arrays: "linear/<l>/T", "linear/<l>/S", "linear/<l>/conv", "attn/<l>/K", "attn/<l>/V"
 // (l = the model's layer index).
 store::Entry to_store_entry(const SegmentEntry& entry);
+// The same arrays by reference (no copy), for SegmentStore::put; valid while `entry` lives.
+store::EntryView store_view(const SegmentEntry& entry);
 // The inverse, checking every array's presence and shape against the model; consumes
 // `stored`. Throws hypic::Error naming the first array that does not fit.
 SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& config, int w);

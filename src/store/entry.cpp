@@ -37,6 +37,26 @@ size_t Entry::element_count() const {
   return n;
 }
 
+int64_t ArrayView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+size_t EntryView::element_count() const {
+  size_t n = 0;
+  for (const auto& [name, a] : arrays) n += static_cast<size_t>(a.numel());
+  return n;
+}
+
+EntryView view_of(const Entry& entry) {
+  EntryView v;
+  v.n_tokens = entry.n_tokens;
+  for (const auto& [name, tensor] : entry.arrays)
+    v.arrays.emplace(name, ArrayView{tensor.shape(), tensor.data()});
+  return v;
+}
+
 const Tensor& Entry::at(const std::string& name) const {
   auto found = arrays.find(name);
   if (found != arrays.end()) return found->second;
@@ -137,6 +157,14 @@ void decode(StoreDtype dtype, const void* src, size_t n, float* dst) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
   } else {
     for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(in[i]);
+  }
+}
+
+void round_in_place(StoreDtype dtype, float* x, size_t n) {
+  if (dtype == StoreDtype::kBF16) {
+    for (size_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  } else if (dtype == StoreDtype::kF16) {
+    for (size_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
   }
 }
 

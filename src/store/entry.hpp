@@ -22,6 +22,21 @@ struct Entry {
   const Tensor& at(const std::string& name) const;
 };
 
+// An entry's arrays by reference, so that put() writes them from the caller's own buffers
+// (pic::store_view) instead of from copies gathered into an Entry; they must stay alive
+// during the call.
+struct ArrayView {
+  std::vector<int64_t> shape;
+  const float* data = nullptr;
+  int64_t numel() const;
+};
+struct EntryView {
+  int64_t n_tokens = 0;
+  std::map<std::string, ArrayView> arrays;  // ordered by name: the stored order
+  size_t element_count() const;
+};
+EntryView view_of(const Entry& entry);
+
 // Element type of a store's payload. Every array is converted on write and read back as f32.
 enum class StoreDtype { kF32, kBF16, kF16 };
 
@@ -40,6 +55,8 @@ float f16_to_f32(uint16_t bits);
 // Converts n floats into the stored representation (little-endian bytes, n * dtype_bytes).
 void encode(StoreDtype dtype, const float* src, size_t n, void* dst);
 void decode(StoreDtype dtype, const void* src, size_t n, float* dst);
+// x ← decode(encode(x)) for n floats, in one pass and in place: what the store will return.
+void round_in_place(StoreDtype dtype, float* x, size_t n);
 
 // The key of the entry for `tokens` computed by the model `model_fingerprint` with junction
 // width `junction`: FNV-1a 128 (checksum.hpp) over

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
 #include "store/hdf5.hpp"
 
@@ -425,7 +426,7 @@ struct SegmentStore::Impl {
     return result;
   }
 
-  bool put(const std::string& key, const Entry& entry) {
+  bool put(const std::string& key, const EntryView& entry) {
     require(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
     require(failed.empty(), where() + ": an earlier write failed (" + failed +
                                 "); committed entries are intact, reopen the store to resume");
@@ -454,17 +455,19 @@ struct SegmentStore::Impl {
       require(!name.empty() && name.size() <= kMaxNameChars,
               where() + ": array name '" + name + "' must have 1 to " +
                   std::to_string(kMaxNameChars) + " characters");
-      require(tensor.rank() <= kMaxRank, where() + ": array '" + name + "' has rank " +
-                                             std::to_string(tensor.rank()) + "; at most " +
-                                             std::to_string(kMaxRank) + " is supported");
+      const int rank = static_cast<int>(tensor.shape.size());
+      require(rank <= static_cast<int>(kMaxRank), where() + ": array '" + name + "' has rank " +
+                                                      std::to_string(rank) + "; at most " +
+                                                      std::to_string(kMaxRank) + " is supported");
       ArrayRow a;
       std::memset(&a, 0, sizeof(a));
       a.name_id = name_id_for(name, added_names);
-      a.rank = static_cast<uint32_t>(tensor.rank());
-      for (int d = 0; d < tensor.rank(); ++d) a.shape[d] = tensor.dim(d);
+      a.rank = static_cast<uint32_t>(rank);
+      for (int d = 0; d < rank; ++d) a.shape[d] = tensor.shape[static_cast<size_t>(d)];
       a.offset = row.payload_offset + at;
-      encode(options.dtype, tensor.data(), static_cast<size_t>(tensor.numel()),
+      encode(options.dtype, tensor.data, static_cast<size_t>(tensor.numel()),
              bytes.data() + at * element_bytes);
+      stats::count_entry_copy(static_cast<uint64_t>(tensor.numel()) * element_bytes);
       at += static_cast<uint64_t>(tensor.numel());
       dir.push_back(a);
     }
@@ -691,6 +694,10 @@ std::vector<std::string> SegmentStore::keys() const {
 }
 
 bool SegmentStore::put(const std::string& key, const Entry& entry) {
+  return impl_->put(key, view_of(entry));
+}
+
+bool SegmentStore::put(const std::string& key, const EntryView& entry) {
   return impl_->put(key, entry);
 }
 

@@ -117,6 +117,8 @@ class SegmentStore {
   // Stores `entry` under `key` and commits it. Returns false (and writes nothing) when a valid
   // entry with this key is already there; a damaged one is replaced.
   bool put(const std::string& key, const Entry& entry);
+  // The same, written from the caller's buffers (no copy of the arrays).
+  bool put(const std::string& key, const EntryView& entry);
   // Reads and checks one entry; never throws for a damaged entry (status says so).
   ReadResult read(const std::string& key);
   // The entry, std::nullopt if missing; throws DamagedEntryError if its checksum fails.

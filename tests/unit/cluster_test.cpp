@@ -575,13 +575,14 @@ TEST(Messages, EntrySerialisationRoundTripsBitExact) {
 }
 
 TEST(Messages, CommandsAndFailureReportsRoundTrip) {
-  Task task{12, "abc", {1, -2, 300000, 0}};
+  Task task{12, "abc", {1, -2, 300000, 0}, 3};
   const Bytes tb = serialize_command(task);
   const Command back = deserialize_command(tb.data(), tb.size());
   ASSERT_TRUE(std::holds_alternative<Task>(back));
   EXPECT_EQ(std::get<Task>(back).segment, 12);
   EXPECT_EQ(std::get<Task>(back).key, "abc");
   EXPECT_EQ(std::get<Task>(back).tokens, task.tokens);
+  EXPECT_EQ(std::get<Task>(back).junction, 3);
   const Bytes sb = serialize_command(Shutdown{});
   EXPECT_TRUE(std::holds_alternative<Shutdown>(deserialize_command(sb.data(), sb.size())));
   EXPECT_THROW(deserialize_command(tb.data(), tb.size() - 1), Error);

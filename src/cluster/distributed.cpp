@@ -1,4 +1,4 @@
-#include "pic/distributed.hpp"
+#include "cluster/distributed.hpp"
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include "common/error.hpp"
 #include "pic/segment_entry.hpp"
 
-namespace hypic::pic {
+namespace hypic::cluster {
 namespace {
 using Clock = std::chrono::steady_clock;
 
@@ -42,11 +42,11 @@ int comm_size(MPI_Comm comm) {
   return n;
 }
 
-// compute_entry timed, as the store arrays a worker sends (or rank 0 puts).
+// pic::compute_entry timed, as the store arrays a worker sends (or rank 0 puts).
 store::Entry compute_store_entry(model::Model& model, const std::vector<int32_t>& tokens, int w,
                                  double& seconds) {
   const auto t0 = Clock::now();
-  store::Entry e = to_store_entry(compute_entry(model, tokens, w));
+  store::Entry e = pic::to_store_entry(pic::compute_entry(model, tokens, w));
   seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return e;
 }
@@ -61,18 +61,18 @@ double take_compute_seconds(store::Entry& entry) {
 }
 
 // What a worker that dies holding this task is said to have held.
-std::string task_label(const std::string& name, const cluster::Task& t) {
+std::string task_label(const std::string& name, const Task& t) {
   return (name.empty() ? "" : name + ", ") + std::to_string(t.tokens.size()) + " tokens, key " +
          t.key;
 }
 
 // Sends worker `w` (0-based; rank w + 1) what the dispatcher hands it now, and tells `watch`
 // what that worker holds (labels[i] names task i).
-void send_tasks(cluster::CommandSender& sender, cluster::Dispatcher& dispatcher, int w,
-                const std::vector<cluster::Task>& tasks, cluster::WorkerWatch& watch,
+void send_tasks(CommandSender& sender, Dispatcher& dispatcher, int w,
+                const std::vector<Task>& tasks, WorkerWatch& watch,
                 const std::vector<std::string>& labels) {
   for (const int64_t i : dispatcher.refill(w)) {
-    const cluster::Task& t = tasks[static_cast<size_t>(i)];
+    const Task& t = tasks[static_cast<size_t>(i)];
     watch.assign(w + 1, t.segment,
                  task_label(labels.empty() ? "" : labels[static_cast<size_t>(i)], t));
     sender.send(w + 1, t);
@@ -83,16 +83,15 @@ void send_tasks(cluster::CommandSender& sender, cluster::Dispatcher& dispatcher,
 // Waits for entries without spinning: MPI_Waitany busy-polls in Open MPI, and a spinning
 // rank 0 takes a core from a worker when the ranks share the node's cores. Polling every
 // 200 µs also progresses the transfers, and adds at most that much latency. Meanwhile the
-// watch checks that the workers holding work are alive (throws cluster::WorkerDied).
+// watch checks that the workers holding work are alive (throws WorkerDied).
 // `idle` (optional) is done in small units instead of sleeping while there is some.
-std::vector<cluster::ReceivedEntry> wait_entries(cluster::EntryReceiver& receiver,
-                                                 cluster::WorkerWatch& watch,
-                                                 const std::function<bool()>* idle = nullptr,
-                                                 uint64_t* idle_calls = nullptr) {
+std::vector<ReceivedEntry> wait_entries(EntryReceiver& receiver, WorkerWatch& watch,
+                                        const std::function<bool()>* idle = nullptr,
+                                        uint64_t* idle_calls = nullptr) {
   bool more_idle_work = idle != nullptr && *idle;
   for (;;) {
-    std::vector<cluster::ReceivedEntry> got = receiver.poll();
-    for (const cluster::ReceivedEntry& e : got) watch.received(e.source, e.segment);
+    std::vector<ReceivedEntry> got = receiver.poll();
+    for (const ReceivedEntry& e : got) watch.received(e.source, e.segment);
     watch.check();
     if (!got.empty()) return got;
     if (more_idle_work) {
@@ -118,31 +117,33 @@ int debug_worker_delay_ms() {
 
 // A worker's next command, polled with short sleeps for the same reason: an idle worker
 // must not take the core a busy one (or rank 0) needs.
-cluster::Command next_command(MPI_Comm comm) {
+Command next_command(MPI_Comm comm) {
   for (;;) {
-    if (std::optional<cluster::Command> c = cluster::try_receive_command(comm, 0)) return *c;
+    if (std::optional<Command> c = try_receive_command(comm, 0)) return *c;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
 }  // namespace
 
-void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction) {
-  cluster::announce_worker(comm, 0);
+void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction) {
+  announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
     std::fprintf(stderr, "hypic: debug: worker rank %d pid %ld, %d ms before each segment\n",
                  comm_rank(comm), static_cast<long>(getpid()), delay_ms);
     std::fflush(stderr);
   }
-  cluster::EntrySender sender(comm, 0);
+  EntrySender sender(comm, 0);
   for (;;) {
-    cluster::Command command = next_command(comm);
-    if (std::holds_alternative<cluster::Shutdown>(command)) break;
-    const cluster::Task& task = std::get<cluster::Task>(command);
+    Command command = next_command(comm);
+    if (std::holds_alternative<Shutdown>(command)) break;
+    const Task& task = std::get<Task>(command);
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    cluster::run_or_report(comm, 0, task, [&] {
-      const int w = junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
+    run_or_report(comm, 0, task, [&] {
+      const int w = task.junction >= 0
+                        ? task.junction
+                        : junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
       double seconds = 0;
       store::Entry e = compute_store_entry(model, task.tokens, w, seconds);
       e.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
@@ -156,9 +157,26 @@ void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction
 void shutdown_workers(MPI_Comm comm) {
   const int n = comm_size(comm);
   if (n <= 1) return;
-  cluster::CommandSender sender(comm);
-  for (int w = 1; w < n; ++w) sender.send(w, cluster::Shutdown{});
+  CommandSender sender(comm);
+  for (int w = 1; w < n; ++w) sender.send(w, Shutdown{});
   sender.wait_all();
+}
+
+WarmupPlan plan_warmup(const std::vector<std::vector<int32_t>>& docs,
+                       const std::string& fingerprint, const pic::JunctionSpec& junction,
+                       const std::function<bool(const std::string& key)>& stored,
+                       const std::vector<std::string>& names) {
+  WarmupPlan plan;
+  std::map<std::string, bool> planned;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const int w = junction.tokens_for(static_cast<int64_t>(docs[i].size()));
+    std::string key = store::entry_key(fingerprint, docs[i], w);
+    if (stored(key) || !planned.emplace(key, true).second) continue;
+    plan.missing_tokens += static_cast<int64_t>(docs[i].size());
+    plan.tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i], w});
+    plan.labels.push_back(i < names.size() ? "document \"" + names[i] + "\"" : "");
+  }
+  return plan;
 }
 
 WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::string& fingerprint,
@@ -173,22 +191,15 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
   const auto t0 = Clock::now();
   res.total = docs.size();
 
-  // Route: the entries to compute, each key once, in corpus order.
-  std::vector<cluster::Task> tasks;
-  std::vector<std::string> labels;  // per task: the document it comes from
-  std::map<std::string, bool> planned;
-  int64_t missing_tokens = 0;
-  for (size_t i = 0; i < docs.size(); ++i) {
-    const int w = options.junction.tokens_for(static_cast<int64_t>(docs[i].size()));
-    std::string key = store::entry_key(fingerprint, docs[i], w);
-    if (store->contains(key) || !planned.emplace(key, true).second) continue;
-    missing_tokens += static_cast<int64_t>(docs[i].size());
-    tasks.push_back({static_cast<int64_t>(i), std::move(key), docs[i]});
-    labels.push_back(i < options.labels.size() ? "document \"" + options.labels[i] + "\"" : "");
-  }
+  WarmupPlan route = plan_warmup(
+      docs, fingerprint, options.junction,
+      [store](const std::string& key) { return store->contains(key); }, options.labels);
+  std::vector<Task>& tasks = route.tasks;
+  const std::vector<std::string>& labels = route.labels;
+  const int64_t missing_tokens = route.missing_tokens;
   res.present = docs.size() - tasks.size();
 
-  cluster::Progress progress(static_cast<int64_t>(tasks.size()), missing_tokens, now_s());
+  Progress progress(static_cast<int64_t>(tasks.size()), missing_tokens, now_s());
   auto report = [&](bool final) {
     const double t = now_s();
     if (!options.progress || !progress.due(t, options.progress_interval_s)) return;
@@ -208,7 +219,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
 
   const int workers = comm_size(comm) - 1;
   if (workers == 0) {
-    for (const cluster::Task& t : tasks) {
+    for (const Task& t : tasks) {
       const int w = options.junction.tokens_for(static_cast<int64_t>(t.tokens.size()));
       double seconds = 0;
       store::Entry e = compute_store_entry(model, t.tokens, w, seconds);
@@ -217,19 +228,19 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
   } else {
     std::vector<int64_t> lengths;
     lengths.reserve(tasks.size());
-    for (const cluster::Task& t : tasks) lengths.push_back(static_cast<int64_t>(t.tokens.size()));
+    for (const Task& t : tasks) lengths.push_back(static_cast<int64_t>(t.tokens.size()));
     std::vector<double> costs = options.cost.predict(lengths);
-    const cluster::Schedule plan = cluster::schedule_lpt(costs, workers);
-    cluster::Dispatcher dispatcher(plan, std::move(costs), kDispatchDepth, true);
-    cluster::WorkerWatch watch(comm, options.after_death);
-    cluster::EntryReceiver receiver(comm);
-    cluster::CommandSender sender(comm);
+    const Schedule plan = schedule_lpt(costs, workers);
+    Dispatcher dispatcher(plan, std::move(costs), kDispatchDepth, true);
+    WorkerWatch watch(comm, options.after_death);
+    EntryReceiver receiver(comm);
+    CommandSender sender(comm);
     for (int w = 0; w < workers; ++w) send_tasks(sender, dispatcher, w, tasks, watch, labels);
     // segment (corpus line) -> its task, to check what arrives
     std::map<int64_t, size_t> task_of;
     for (size_t i = 0; i < tasks.size(); ++i) task_of.emplace(tasks[i].segment, i);
     while (res.computed < tasks.size()) {
-      for (cluster::ReceivedEntry& got : wait_entries(receiver, watch)) {
+      for (ReceivedEntry& got : wait_entries(receiver, watch)) {
         const auto it = task_of.find(got.segment);
         require(it != task_of.end() && tasks[it->second].key == got.key,
                 "rank " + std::to_string(got.source) + " sent an entry for segment " +
@@ -243,7 +254,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
       }
       sender.test();
     }
-    for (int w = 1; w <= workers; ++w) sender.send(w, cluster::Shutdown{});
+    for (int w = 1; w <= workers; ++w) sender.send(w, Shutdown{});
     sender.wait_all();
   }
   report(true);
@@ -256,44 +267,45 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
 struct RemoteColdSource::State {
   MPI_Comm comm;
   model::Model& model;
-  cluster::CostModel cost;
+  CostModel cost;
   int workers = 0;
   int use_workers = 0;
-  cluster::Policy policy = cluster::Policy::kLpt;
+  Policy policy = Policy::kLpt;
   bool rebalance = true;
-  std::unique_ptr<cluster::WorkerWatch> watch;
-  std::unique_ptr<cluster::EntryReceiver> receiver;
-  std::unique_ptr<cluster::CommandSender> sender;
+  std::unique_ptr<WorkerWatch> watch;
+  std::unique_ptr<EntryReceiver> receiver;
+  std::unique_ptr<CommandSender> sender;
   std::string query_label;
   std::function<bool()> idle;
   uint64_t idle_calls = 0;
-  std::unique_ptr<cluster::PromptOrderBuffer> order;
-  std::map<int64_t, ColdSegment> pending;  // index -> the segment, until taken
+  std::unique_ptr<PromptOrderBuffer> order;
+  std::map<int64_t, pic::ColdSegment> pending;  // index -> the segment, until taken
   // The current query's cold segments as tasks, and how they are handed out.
-  std::vector<cluster::Task> tasks;
+  std::vector<Task> tasks;
   std::vector<std::string> labels;
   std::map<int64_t, size_t> task_of;  // segment index -> task
-  std::unique_ptr<cluster::Dispatcher> dispatcher;
+  std::unique_ptr<Dispatcher> dispatcher;
   DispatchStats stats;
+  pic::LocalColdSource local;  // with one rank: the engine's own way, so results match
 
-  State(MPI_Comm c, model::Model& m, cluster::CostModel cm) : comm(c), model(m), cost(cm) {}
+  State(MPI_Comm c, model::Model& m, CostModel cm) : comm(c), model(m), cost(cm), local(m) {}
 };
 
-RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost,
+RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel cost,
                                    const std::string& after_death)
     : s_(std::make_unique<State>(comm, model, cost)) {
   s_->workers = comm_size(comm) - 1;
   s_->use_workers = s_->workers;
   if (s_->workers > 0) {
-    s_->watch = std::make_unique<cluster::WorkerWatch>(comm, after_death);
-    s_->receiver = std::make_unique<cluster::EntryReceiver>(comm);
-    s_->sender = std::make_unique<cluster::CommandSender>(comm);
+    s_->watch = std::make_unique<WorkerWatch>(comm, after_death);
+    s_->receiver = std::make_unique<EntryReceiver>(comm);
+    s_->sender = std::make_unique<CommandSender>(comm);
   }
 }
 
 RemoteColdSource::~RemoteColdSource() = default;
 
-void RemoteColdSource::set_plan(cluster::Policy policy, int workers, bool rebalance) {
+void RemoteColdSource::set_plan(Policy policy, int workers, bool rebalance) {
   require(workers >= 1, "cold source: at least one worker");
   s_->policy = policy;
   s_->use_workers = std::min(workers, s_->workers);
@@ -316,28 +328,31 @@ uint64_t RemoteColdSource::idle_calls() const {
   return s_->idle_calls;
 }
 
-void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
+void RemoteColdSource::begin(const std::vector<pic::ColdSegment>& cold) {
+  if (s_->workers == 0) {  // computed in take()
+    s_->local.begin(cold);
+    return;
+  }
   require(s_->pending.empty(), "cold source: the previous query's entries were not all taken");
   std::vector<int64_t> order;
-  for (const ColdSegment& c : cold) {
+  for (const pic::ColdSegment& c : cold) {
     order.push_back(c.index);
     s_->pending.emplace(c.index, c);
   }
-  if (s_->workers == 0) return;  // computed in take()
-  s_->order = std::make_unique<cluster::PromptOrderBuffer>(order);
+  s_->order = std::make_unique<PromptOrderBuffer>(order);
   std::vector<double> costs;
   s_->tasks.clear();
   s_->labels.clear();
   s_->task_of.clear();
-  for (const ColdSegment& c : cold) {
+  for (const pic::ColdSegment& c : cold) {
     costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
     s_->task_of.emplace(c.index, s_->tasks.size());
-    s_->tasks.push_back({c.index, c.key, c.tokens});
+    s_->tasks.push_back({c.index, c.key, c.tokens, c.junction});
     s_->labels.push_back(s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\"");
   }
-  const cluster::Schedule plan = cluster::make_schedule(s_->policy, costs, s_->use_workers);
+  const Schedule plan = make_schedule(s_->policy, costs, s_->use_workers);
   s_->dispatcher =
-      std::make_unique<cluster::Dispatcher>(plan, std::move(costs), kDispatchDepth, s_->rebalance);
+      std::make_unique<Dispatcher>(plan, std::move(costs), kDispatchDepth, s_->rebalance);
   s_->stats = DispatchStats{};
   s_->stats.busy_s.assign(static_cast<size_t>(s_->use_workers), 0.0);
   s_->stats.segments.assign(static_cast<size_t>(s_->use_workers), 0);
@@ -345,22 +360,20 @@ void RemoteColdSource::begin(const std::vector<ColdSegment>& cold) {
     send_tasks(*s_->sender, *s_->dispatcher, w, s_->tasks, *s_->watch, s_->labels);
 }
 
-SegmentEntry RemoteColdSource::take(int64_t index) {
+pic::SegmentEntry RemoteColdSource::take(int64_t index) {
+  if (s_->workers == 0) {
+    const auto t0 = Clock::now();
+    pic::SegmentEntry e = s_->local.take(index);
+    samples_.push_back({e.n_tokens, std::chrono::duration<double>(Clock::now() - t0).count()});
+    return e;
+  }
   const auto it = s_->pending.find(index);
   require(it != s_->pending.end(),
           "cold source: segment " + std::to_string(index) + " was not announced");
-  const ColdSegment seg = std::move(it->second);
+  const pic::ColdSegment seg = std::move(it->second);
   s_->pending.erase(it);
-  if (s_->workers == 0) {
-    const auto t0 = Clock::now();
-    SegmentEntry e = compute_entry(s_->model, seg.tokens, seg.junction);
-    samples_.push_back({static_cast<int64_t>(seg.tokens.size()),
-                        std::chrono::duration<double>(Clock::now() - t0).count()});
-    return e;
-  }
   while (!s_->order->next_ready()) {
-    for (cluster::ReceivedEntry& got :
-         wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls)) {
+    for (ReceivedEntry& got : wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls)) {
       const auto t = s_->task_of.find(got.segment);
       require(t != s_->task_of.end(), "cold source: rank " + std::to_string(got.source) +
                                           " sent segment " + std::to_string(got.segment) +
@@ -373,7 +386,7 @@ SegmentEntry RemoteColdSource::take(int64_t index) {
     }
     s_->sender->test();
   }
-  cluster::ReceivedEntry got = s_->order->pop_next();
+  ReceivedEntry got = s_->order->pop_next();
   require(got.segment == index && got.key == seg.key,
           "cold source: rank " + std::to_string(got.source) + " sent segment " +
               std::to_string(got.segment) + " where segment " + std::to_string(index) + " was due");
@@ -381,17 +394,17 @@ SegmentEntry RemoteColdSource::take(int64_t index) {
   s_->stats.busy_s[static_cast<size_t>(got.source - 1)] += seconds;
   ++s_->stats.segments[static_cast<size_t>(got.source - 1)];
   samples_.push_back({got.entry.n_tokens, seconds});
-  return from_store_entry(std::move(got.entry), s_->model.config(), seg.junction);
+  return pic::from_store_entry(std::move(got.entry), s_->model.config(), seg.junction);
 }
 
 std::string cost_model_path(const std::string& store_path) {
   return store_path + ".cost-model.json";
 }
 
-cluster::CostModel load_cost_model_or_default(const std::string& store_path) {
+CostModel load_cost_model_or_default(const std::string& store_path) {
   const std::string path = cost_model_path(store_path);
-  if (std::filesystem::exists(path)) return cluster::CostModel::load(path);
-  return cluster::CostModel(0.0, 1.0, 0.0);
+  if (std::filesystem::exists(path)) return CostModel::load(path);
+  return CostModel(0.0, 1.0, 0.0);
 }
 
-}  // namespace hypic::pic
+}  // namespace hypic::cluster

@@ -1,7 +1,7 @@
 #pragma once
 // Segment entries computed across MPI ranks (docs/cluster.md, "Wiring warm-up and serve").
 // Rank 0 plans and is the only rank that touches the store; ranks 1 … N−1 are workers that
-// compute entries with the same compute_entry as one process and send each one back as soon
+// compute entries with the same pic::compute_entry as one process and send each one back as soon
 // as it is done. With one rank, rank 0 computes everything itself.
 #include <mpi.h>
 
@@ -19,27 +19,27 @@
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
-namespace hypic::pic {
+namespace hypic::cluster {
 
 // The reserved array a worker adds to each entry it sends: its compute time in seconds (one
 // float). Rank 0 removes it before the entry is used or stored.
 inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 
-// A worker's loop: announces itself to rank 0 (cluster::announce_worker; rank 0 watches it
-// with one cluster::WorkerWatch per call), computes every Task from rank 0 (junction window
+// A worker's loop: announces itself to rank 0 (announce_worker; rank 0 watches it
+// with one WorkerWatch per call), computes every Task from rank 0 (junction window
 // from `junction`), sends the entry back non-blocking, and returns at Shutdown. A task that
 // throws is reported to rank 0 (run_or_report), which ends the job naming this rank and the
 // segment; a worker that dies is named by rank 0's WorkerWatch.
 // Testing aid: with HYPIC_DEBUG_WORKER_DELAY_MS=N in its environment, a worker prints
 // "hypic: debug: worker rank R pid P" once and sleeps N ms before each segment.
-void run_worker(MPI_Comm comm, model::Model& model, const JunctionSpec& junction);
+void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
 
 struct WarmupOptions {
-  JunctionSpec junction;
-  cluster::CostModel cost;  // plans the split (LPT); only the ratios matter
+  pic::JunctionSpec junction;
+  CostModel cost;  // plans the split (LPT); only the ratios matter
   double progress_interval_s = 0.5;
   // Rank 0: called with a progress line (at most once per interval, and at the end).
   std::function<void(const std::string& line, bool final)> progress;
@@ -55,8 +55,21 @@ struct WarmupResult {  // filled on rank 0
   size_t present = 0;  // already in the store (or repeated in the corpus)
   int64_t computed_tokens = 0;
   double seconds = 0;
-  std::vector<cluster::CostSample> samples;  // measured compute time per computed entry
+  std::vector<CostSample> samples;  // measured compute time per computed entry
 };
+
+// What a warm-up computes: the documents whose entry `stored` lacks, each key once, in
+// corpus order, as tasks carrying their junction window. labels[i] names task i's document
+// ("document \"ID\"" from `names`, "" without).
+struct WarmupPlan {
+  std::vector<Task> tasks;
+  std::vector<std::string> labels;
+  int64_t missing_tokens = 0;
+};
+WarmupPlan plan_warmup(const std::vector<std::vector<int32_t>>& docs,
+                       const std::string& fingerprint, const pic::JunctionSpec& junction,
+                       const std::function<bool(const std::string& key)>& stored,
+                       const std::vector<std::string>& names = {});
 
 // Collective over `comm`. On rank 0, `docs` are the corpus's token lists and `store` the
 // open, writable store; on workers both are ignored (run_worker runs until rank 0 is done).
@@ -73,23 +86,23 @@ struct DispatchStats {
 };
 
 // Rank 0's cold source for Engine: scatters a query's cold segments over the workers with
-// LPT (cluster::Dispatcher: two segments ahead per worker, and a worker done early takes the
+// LPT (Dispatcher: two segments ahead per worker, and a worker done early takes the
 // tail of a slower one's list) and hands entries back in prompt order as they arrive. With one rank
-// it computes them in place (the same compute_entry, so the results do not depend on the number of
-// ranks).
-class RemoteColdSource : public ColdSource {
+// it computes them in place (the same pic::compute_entry, so the results do not depend on the
+// number of ranks).
+class RemoteColdSource : public pic::ColdSource {
  public:
   // `after_death` ends the message when a worker dies (what became of the store, how to
   // resume).
-  RemoteColdSource(MPI_Comm comm, model::Model& model, cluster::CostModel cost,
+  RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel cost,
                    const std::string& after_death = "rerun to resume");
   ~RemoteColdSource() override;
-  void begin(const std::vector<ColdSegment>& cold) override;
-  SegmentEntry take(int64_t index) override;
+  void begin(const std::vector<pic::ColdSegment>& cold) override;
+  pic::SegmentEntry take(int64_t index) override;
   // Plans the next queries with `policy` over the first `workers` workers (default: LPT over
   // all of them, rebalanced). `rebalance` false keeps every segment on its planned worker.
   // For benchmarks; workers is capped at the ranks there are.
-  void set_plan(cluster::Policy policy, int workers, bool rebalance = true);
+  void set_plan(Policy policy, int workers, bool rebalance = true);
   // Per-worker compute time, segments and steals of the last query (with workers).
   const DispatchStats& last_query() const;
   // Names the query the next begin() belongs to, for the message when a worker dies.
@@ -100,17 +113,17 @@ class RemoteColdSource : public ColdSource {
   void set_idle_work(std::function<bool()> work);
   uint64_t idle_calls() const;  // how often the idle work ran
   // Measured compute times of every entry taken so far.
-  const std::vector<cluster::CostSample>& samples() const { return samples_; }
+  const std::vector<CostSample>& samples() const { return samples_; }
 
  private:
   struct State;
   std::unique_ptr<State> s_;
-  std::vector<cluster::CostSample> samples_;
+  std::vector<CostSample> samples_;
 };
 
 // The cost-model file kept next to a store: STORE.cost-model.json.
 std::string cost_model_path(const std::string& store_path);
 // The saved model when there is one, else t(n) = n (planning by token count until measured).
-cluster::CostModel load_cost_model_or_default(const std::string& store_path);
+CostModel load_cost_model_or_default(const std::string& store_path);
 
-}  // namespace hypic::pic
+}  // namespace hypic::cluster
