@@ -247,7 +247,7 @@ namespace {
 // Bytes rank 0 copies or converts per byte of cold entry (f32 in memory) on the way from the
 // cold source to the memory tier and a bf16 store: the number docs/engine.md reports.
 TEST(Distributed, RankZeroCopiesOfAColdEntry) {
-  auto model = pic_test::remembering_tiny_model(hypic::model::Arch::Qwen3_5, 7);
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
   const std::string fp = "test-fingerprint";
   const hypic::pic::EngineOptions eo = pic_options();
   const Communicator comm = Communicator::world().duplicate();
