@@ -42,7 +42,7 @@ double median_seconds(int reps, F&& run) {
 Tensor random_tensor(std::vector<int64_t> shape, float scale, std::mt19937& rng) {
   Tensor t(std::move(shape));
   std::normal_distribution<float> n(0.0f, scale);
-  for (auto& x : t.vec()) x = n(rng);
+  for (auto& x : t.values()) x = n(rng);
   return t;
 }
 
@@ -95,7 +95,7 @@ void add_bench_compose(CLI::App& bench) {
       cache.kind = model::LayerKind::Linear;
       cache.state = Tensor({Hv, d, d});
       cache.conv = Tensor({K - 1, conv_dim});
-      model::gdn_layer(cfg, w, x.data(), out.data(), T, cache, ws);
+      model::gdn_layer(kernels::host_backend(), cfg, w, x.data(), out.data(), T, cache, ws);
     });
 
     // The delta rule alone, with and without the transition output, on layer-like inputs.
@@ -105,17 +105,17 @@ void add_bench_compose(CLI::App& bench) {
     const Tensor v = random_tensor({T, Hv, d}, 1.0f, rng);
     Tensor g({T, Hv}), beta({T, Hv});
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (auto& x_ : g.vec()) x_ = -0.1f * u(rng);
-    for (auto& x_ : beta.vec()) x_ = u(rng);
+    for (auto& x_ : g.values()) x_ = -0.1f * u(rng);
+    for (auto& x_ : beta.values()) x_ = u(rng);
     Tensor state({Hv, d, d}), o({T, Hv, d}), transition({Hv, d, d});
     const kernels::DeltaRuleDims dims{T, Hk, Hv, d, d};
     const double t_rule = median_seconds(a->reps, [&] {
-      std::fill(state.vec().begin(), state.vec().end(), 0.0f);
+      std::fill(state.values().begin(), state.values().end(), 0.0f);
       kernels::gated_delta_rule_chunked(dims, q.data(), k.data(), v.data(), g.data(), beta.data(),
                                         state.data(), o.data());
     });
     const double t_rule_t = median_seconds(a->reps, [&] {
-      std::fill(state.vec().begin(), state.vec().end(), 0.0f);
+      std::fill(state.values().begin(), state.values().end(), 0.0f);
       kernels::gated_delta_rule_chunked(dims, q.data(), k.data(), v.data(), g.data(), beta.data(),
                                         state.data(), o.data(), transition.data());
     });
@@ -128,11 +128,11 @@ void add_bench_compose(CLI::App& bench) {
     sum.dk = d;
     sum.dv = d;
     sum.tokens = T;
-    sum.t = transition.vec();
-    sum.s = state.vec();
+    sum.t = transition.to_vector();
+    sum.s = state.to_vector();
     Tensor running = random_tensor({Hv, d, d}, 1.0f, rng);
-    const double t_apply =
-        median_seconds(std::max(a->reps, 20), [&] { pic::apply(sum, running.data()); });
+    const double t_apply = median_seconds(
+        std::max(a->reps, 20), [&] { pic::apply(kernels::host_backend(), sum, running.data()); });
 
     const auto blas = kernels::blas_info();
     std::printf("BLAS: %s, kernel %s, %d thread(s)\n", blas.library.c_str(), blas.kernel.c_str(),
@@ -159,10 +159,10 @@ void add_bench_compose(CLI::App& bench) {
                                                      {pic::TStructure::LowRank, T}};
     for (const auto& [st, rank] : forms) {
       std::printf("  %-9s", pic::structure_name(st));
-      for (auto dt : {pic::DType::F32, pic::DType::BF16, pic::DType::F16}) {
+      for (auto dt : {DType::F32, DType::BF16, DType::F16}) {
         const size_t b = pic::summary_bytes(st, Hv, d, d, rank, dt);
         std::printf(" %12zu", b);
-        bytes[pic::structure_name(st)][pic::dtype_name(dt)] = b;
+        bytes[pic::structure_name(st)][dtype_name(dt)] = b;
       }
       std::printf("\n");
     }

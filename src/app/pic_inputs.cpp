@@ -118,8 +118,7 @@ LoadedPicModel load_pic_model(const std::string& dir) {
 }
 
 store::SegmentStore open_store_for_writing(const std::string& path, const std::string& fingerprint,
-                                           int junction_code, store::StoreDtype dtype,
-                                           bool sync_to_disk) {
+                                           int junction_code, DType dtype, bool sync_to_disk) {
   if (!std::filesystem::exists(path)) {
     store::StoreOptions o;
     o.model_fingerprint = fingerprint;

@@ -29,7 +29,7 @@ LoadedPicModel load_pic_model(const std::string& dir);
 // Opens `path` for writing, or creates it with `dtype` when absent. An existing store keeps
 // its own dtype; its fingerprint and junction must match (else hypic::Error naming both).
 store::SegmentStore open_store_for_writing(const std::string& path, const std::string& fingerprint,
-                                           int junction_code, store::StoreDtype dtype,
+                                           int junction_code, DType dtype,
                                            bool sync_to_disk = false);
 
 struct CorpusDoc {

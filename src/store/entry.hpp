@@ -22,13 +22,11 @@ struct Entry {
   const Tensor& at(const std::string& name) const;
 };
 
-// Element type of a store's payload. Every array is converted on write and read back as f32.
-enum class StoreDtype { kF32, kBF16, kF16 };
-
-std::string dtype_name(StoreDtype dtype);  // "f32", "bf16", "f16"
+// Element type of a store's payload: DType::F32, BF16 or F16 (hypic/tensor.hpp). Every array
+// is converted on write and read back as f32. The file records dtype_name(dtype) ("f32",
+// "bf16", "f16") and dtype_size(dtype) bytes per element.
 // Parses "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"; throws naming the choices.
-StoreDtype parse_dtype(const std::string& text);
-size_t dtype_bytes(StoreDtype dtype);
+DType parse_dtype(const std::string& text);
 
 // Round-to-nearest-even conversions. NaN stays NaN (quiet), overflow becomes infinity,
 // f16 keeps subnormals.
@@ -38,8 +36,9 @@ uint16_t f32_to_f16(float value);
 float f16_to_f32(uint16_t bits);
 
 // Converts n floats into the stored representation (little-endian bytes, n * dtype_bytes).
-void encode(StoreDtype dtype, const float* src, size_t n, void* dst);
-void decode(StoreDtype dtype, const void* src, size_t n, float* dst);
+// Throws hypic::Error for a dtype the store does not keep.
+void encode(DType dtype, const float* src, size_t n, void* dst);
+void decode(DType dtype, const void* src, size_t n, float* dst);
 
 // The key of the entry for `tokens` computed by the model `model_fingerprint` with junction
 // width `junction`: FNV-1a 128 (checksum.hpp) over
