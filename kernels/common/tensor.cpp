@@ -45,16 +45,17 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device, const All
       raw_.assign(bytes(), 0);
     return;
   }
-  require(allocator != nullptr && allocator->device() == device,
-          std::string("a ") + device_name(device) + " tensor needs that device's allocator");
+  if (allocator == nullptr || allocator->device() != device)
+    throw Error(std::string("a ") + device_name(device) + " tensor needs that device's allocator");
   alloc_ = allocator;
   if (bytes() > 0) dev_ = alloc_->allocate(bytes());
 }
 
 Tensor Tensor::from_vector(std::vector<int64_t> shape, std::vector<float> values) {
-  require(count(shape) == values.size(), "Tensor::from_vector: " + std::to_string(values.size()) +
-                                             " values for a shape of " +
-                                             std::to_string(count(shape)) + " elements");
+  // Checks without building the message on success (this runs per array of every entry).
+  if (count(shape) != values.size())
+    throw Error("Tensor::from_vector: " + std::to_string(values.size()) +
+                " values for a shape of " + std::to_string(count(shape)) + " elements");
   Tensor t;
   t.shape_ = std::move(shape);
   t.n_ = values.size();
@@ -134,8 +135,9 @@ void Tensor::reshape_mismatch(const std::vector<int64_t>& shape) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  require(dtype_ == DType::F32,
-          std::string("Tensor::to_vector needs an f32 tensor, this one is ") + dtype_name(dtype_));
+  if (dtype_ != DType::F32)
+    throw Error(std::string("Tensor::to_vector needs an f32 tensor, this one is ") +
+                dtype_name(dtype_));
   if (device_ == Device::Host) return f32_;
   std::vector<float> out(n_);
   if (n_ > 0) alloc_->copy_to_host(out.data(), dev_, bytes());
@@ -163,7 +165,7 @@ const void* Tensor::raw() const {
 
 void Tensor::append_rows(const float* rows, int64_t n_rows) {
   check_host_f32("append_rows");
-  require(rank() >= 1, "Tensor::append_rows needs a tensor of rank 1 or more");
+  if (rank() < 1) throw Error("Tensor::append_rows needs a tensor of rank 1 or more");
   size_t row_floats = 1;
   for (size_t i = 1; i < shape_.size(); ++i) row_floats *= static_cast<size_t>(shape_[i]);
   f32_.insert(f32_.end(), rows, rows + static_cast<size_t>(n_rows) * row_floats);
