@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "check.cuh"
-#include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
-#include "hypic/kernels/norm.hpp"
 
 namespace hypic::kernels {
 
@@ -36,20 +35,11 @@ DeviceInfo cuda_device_info() {
 
 namespace cuda {
 namespace {
-struct DeviceBuffer {
-  float* ptr = nullptr;
-  explicit DeviceBuffer(const std::vector<float>& host) {
-    check(cudaMalloc(&ptr, host.size() * sizeof(float)), "cudaMalloc");
-    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "cudaMemcpy H2D");
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  std::vector<float> fetch(size_t n) const {
-    std::vector<float> out(n);
-    check(cudaMemcpy(out.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-    return out;
-  }
-};
+// Host data copied into a device tensor of the CUDA backend.
+Tensor upload(const std::vector<float>& host) {
+  return Tensor::from_vector({static_cast<int64_t>(host.size())}, host)
+      .to(Device::Cuda, &cuda_backend());
+}
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float d = 0.0f;
@@ -59,6 +49,8 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 std::string self_check(float tol) {
+  const Backend& host = host_backend();
+  const Backend& dev = cuda_backend();
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto random = [&](size_t n) {
@@ -69,31 +61,34 @@ std::string self_check(float tol) {
   std::ostringstream report;
   bool ok = true;
 
-  {  // gemm with both transposes
+  {  // gemm with both transposes, alpha and beta
     const int m = 67, n = 45, k = 130;
-    auto a = random(size_t(k) * m), b = random(size_t(n) * k);
-    std::vector<float> host(size_t(m) * n);
-    kernels::gemm(true, true, m, n, k, 1.0f, a.data(), m, b.data(), k, 0.0f, host.data(), n);
-    DeviceBuffer da(a), db(b), dc(host);
-    gemm(true, true, m, n, k, da.ptr, m, db.ptr, k, dc.ptr, n);
-    check(cudaDeviceSynchronize(), "gemm");
-    const float d = max_abs_diff(host, dc.fetch(host.size()));
-    report << "gemm(T,T 67x45x130) max_abs_diff " << d << "\n";
+    auto a = random(size_t(k) * m), b = random(size_t(n) * k), c = random(size_t(m) * n);
+    std::vector<float> expect = c;
+    host.gemm(true, true, m, n, k, 0.5f, a.data(), m, b.data(), k, 2.0f, expect.data(), n);
+    Tensor da = upload(a), db = upload(b), dc = upload(c);
+    dev.gemm(true, true, m, n, k, 0.5f, static_cast<const float*>(da.raw()), m,
+             static_cast<const float*>(db.raw()), k, 2.0f, static_cast<float*>(dc.raw()), n);
+    dev.synchronize();
+    const float d = max_abs_diff(expect, dc.to_vector());
+    report << "gemm(T,T 67x45x130, alpha 0.5, beta 2) max_abs_diff " << d << "\n";
     ok = ok && d <= tol * 10;  // k=130 accumulations in a different order
   }
   {  // zero-centred RMSNorm
     const int rows = 33, cols = 300;
     auto x = random(size_t(rows) * cols), w = random(cols);
-    std::vector<float> host(x.size());
-    kernels::rms_norm_zero_centred(x.data(), w.data(), host.data(), rows, cols, 1e-6f);
-    DeviceBuffer dx(x), dw(w), dy(host);
-    rms_norm_zero_centred(dx.ptr, dw.ptr, dy.ptr, rows, cols, 1e-6f);
-    check(cudaDeviceSynchronize(), "rms_norm");
-    const float d = max_abs_diff(host, dy.fetch(host.size()));
+    std::vector<float> expect(x.size());
+    host.rms_norm_zero_centred(x.data(), w.data(), expect.data(), rows, cols, 1e-6f);
+    Tensor dx = upload(x), dw = upload(w), dy = upload(expect);
+    dev.rms_norm_zero_centred(static_cast<const float*>(dx.raw()),
+                              static_cast<const float*>(dw.raw()), static_cast<float*>(dy.raw()),
+                              rows, cols, 1e-6f);
+    dev.synchronize();
+    const float d = max_abs_diff(expect, dy.to_vector());
     report << "rms_norm_zero_centred(33x300) max_abs_diff " << d << "\n";
     ok = ok && d <= tol;
   }
-  if (!ok) throw std::runtime_error("CUDA self check failed:\n" + report.str());
+  if (!ok) throw Error("CUDA self check failed:\n" + report.str());
   return report.str();
 }
 

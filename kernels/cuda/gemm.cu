@@ -1,6 +1,6 @@
 // Row-major GEMM through column-major cuBLAS: C = A·B (row-major) is Cᵀ = Bᵀ·Aᵀ (col-major).
 #include "check.cuh"
-#include "hypic/kernels/device.hpp"
+#include "ops.cuh"
 
 namespace hypic::kernels::cuda {
 namespace {
@@ -12,15 +12,25 @@ cublasHandle_t handle() {
   }();
   return h;
 }
+cublasOperation_t op(bool trans) {
+  return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
-          int ldb, float* c, int ldc) {
-  const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemm(handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b, ldb, a, lda, &zero, c,
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  check(cublasSgemm(handle(), op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda, &beta, c,
                     ldc),
         "cublasSgemm");
+}
+
+void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                          const float* a, int lda, int64_t stride_a, const float* b, int ldb,
+                          int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
+                          int batch) {
+  check(cublasSgemmStridedBatched(handle(), op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb,
+                                  stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch),
+        "cublasSgemmStridedBatched");
 }
 
 }  // namespace hypic::kernels::cuda

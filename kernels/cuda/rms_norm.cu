@@ -1,6 +1,6 @@
 // Zero-centred RMSNorm: one block per row, a shared-memory reduction of Σx².
 #include "check.cuh"
-#include "hypic/kernels/device.hpp"
+#include "ops.cuh"
 
 namespace hypic::kernels::cuda {
 namespace {

@@ -2,8 +2,10 @@
 #include "hypic/kernels/moe.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 
 namespace hypic::kernels {
@@ -38,6 +40,35 @@ void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* ex
     if (norm_topk)
       for (int j = 0; j < k; ++j) wt[j] /= chosen_sum;
   });
+}
+
+}  // namespace hypic::kernels
+
+namespace hypic::kernels {
+
+void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids, int* work) {
+  const size_t pairs = static_cast<size_t>(T) * k;
+  std::fill(start, start + E + 1, 0);
+  for (size_t i = 0; i < pairs; ++i) ++start[experts[i] + 1];
+  for (int e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::copy(start, start + E, work);
+  for (size_t i = 0; i < pairs; ++i) pair_ids[work[experts[i]]++] = static_cast<int>(i);
+}
+
+void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe) {
+  for (int r = 0; r < n; ++r)
+    std::memcpy(xe + static_cast<size_t>(r) * hidden,
+                x + static_cast<size_t>(pair_ids[r] / k) * hidden, sizeof(float) * hidden);
+}
+
+void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
+                     const float* weights, float* out) {
+  for (int r = 0; r < n; ++r) {
+    const float wt = weights[pair_ids[r]];
+    float* o = out + static_cast<size_t>(pair_ids[r] / k) * hidden;
+    const float* y = ye + static_cast<size_t>(r) * hidden;
+    for (int c = 0; c < hidden; ++c) o[c] += wt * y[c];
+  }
 }
 
 }  // namespace hypic::kernels

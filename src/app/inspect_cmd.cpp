@@ -25,7 +25,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("store          %s\n", a.store.c_str());
   std::printf("format version %d\n", s.format_version);
   std::printf("model          %s\n", s.model_fingerprint.c_str());
-  std::printf("dtype          %s\n", store::dtype_name(s.dtype).c_str());
+  std::printf("dtype          %s\n", dtype_name(s.dtype));
   std::printf("junction       %s\n",
               pic::JunctionSpec::from_store_code(s.junction).to_string().c_str());
   std::printf("entries        %llu\n", static_cast<unsigned long long>(s.entries));

@@ -48,7 +48,7 @@ int run_init(const std::string& arch, const std::string& preset, uint64_t seed,
   save_checkpoint(out, cfg, w, dtype);
   std::printf("wrote %s: %s preset '%s', seed %" PRIu64 ", %s parameters, %s weights\n",
               out.c_str(), arch.c_str(), preset.c_str(), seed,
-              human_count(w.parameter_count()).c_str(), dtype_short(dtype));
+              human_count(w.parameter_count()).c_str(), hypic::dtype_name(dtype));
   return 0;
 }
 

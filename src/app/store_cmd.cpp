@@ -37,7 +37,7 @@ struct Settings {
   std::string from;  // "shard X" or "store X"
   std::string fingerprint;
   int junction = 0;
-  store::StoreDtype dtype = store::StoreDtype::kF32;
+  DType dtype = DType::F32;
 };
 
 Settings settings_of(const std::string& from, const store::SegmentStore& st) {
@@ -57,8 +57,8 @@ void require_same(const Settings& want, const Settings& got) {
                                              " but " + want.from + " has " +
                                              junction_text(want.junction) +
                                              "; a merge takes stores of one junction width only");
-  require(got.dtype == want.dtype, got.from + " stores " + store::dtype_name(got.dtype) + " but " +
-                                       want.from + " stores " + store::dtype_name(want.dtype) +
+  require(got.dtype == want.dtype, got.from + " stores " + dtype_name(got.dtype) + " but " +
+                                       want.from + " stores " + dtype_name(want.dtype) +
                                        "; a merge takes stores of one dtype only");
 }
 
@@ -174,9 +174,8 @@ int run_merge(const MergeArgs& a) {
       a.shards.size(), static_cast<unsigned long long>(shard_entries),
       static_cast<unsigned long long>(m.copied), static_cast<unsigned long long>(m.already_present),
       a.out.c_str(), a.out.c_str(), static_cast<unsigned long long>(s.entries),
-      static_cast<unsigned long long>(s.tokens), s.file_bytes / 1048576.0,
-      store::dtype_name(s.dtype).c_str(), junction_text(s.junction).c_str(),
-      static_cast<unsigned long long>(v.entries_checked),
+      static_cast<unsigned long long>(s.tokens), s.file_bytes / 1048576.0, dtype_name(s.dtype),
+      junction_text(s.junction).c_str(), static_cast<unsigned long long>(v.entries_checked),
       static_cast<unsigned long long>(v.entries_valid));
   merge_cost_models(a.out, a.shards);
   return 0;

@@ -59,7 +59,7 @@ int run_warmup(const WarmupArgs& a) {
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
-  const store::StoreDtype dtype = store::parse_dtype(a.dtype);
+  const DType dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model);
   cluster::WarmupOptions wo;
   wo.junction = junction;
@@ -75,7 +75,7 @@ int run_warmup(const WarmupArgs& a) {
       store::open_for_writing(a.store, m.fingerprint, junction.store_code(), dtype, a.sync);
   if (st.dtype() != dtype)
     std::fprintf(stderr, "warmup: store %s keeps its dtype %s (--dtype %s applies to new stores)\n",
-                 a.store.c_str(), store::dtype_name(st.dtype()).c_str(), a.dtype.c_str());
+                 a.store.c_str(), dtype_name(st.dtype()), a.dtype.c_str());
 
   if (a.repair) {  // checks every checksum; damaged entries then count as missing
     const store::VerifyReport v = st.verify();
@@ -108,7 +108,7 @@ int run_warmup(const WarmupArgs& a) {
   std::printf("store %s: %llu entries, %llu tokens, %.1f MiB, %s, junction %s\n", a.store.c_str(),
               static_cast<unsigned long long>(stats.entries),
               static_cast<unsigned long long>(stats.tokens), stats.file_bytes / 1048576.0,
-              store::dtype_name(stats.dtype).c_str(),
+              dtype_name(stats.dtype),
               pic::JunctionSpec::from_store_code(stats.junction).to_string().c_str());
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "bench/timing.hpp"
 #include "common/error.hpp"
+#include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/linear_attention.hpp"
 #include "hypic/kernels/norm.hpp"
 #include "model/cache.hpp"
@@ -86,8 +87,8 @@ std::vector<SummaryBytes> summary_byte_table(int heads, int d, int tokens) {
   std::vector<SummaryBytes> out;
   for (const auto& [st, rank] : forms) {
     SummaryBytes row{pic::structure_name(st), {}};
-    for (auto dt : {pic::DType::F32, pic::DType::BF16, pic::DType::F16})
-      row.by_dtype.emplace_back(pic::dtype_name(dt), pic::summary_bytes(st, heads, d, d, rank, dt));
+    for (auto dt : {DType::F32, DType::BF16, DType::F16})
+      row.by_dtype.emplace_back(dtype_name(dt), pic::summary_bytes(st, heads, d, d, rank, dt));
     out.push_back(std::move(row));
   }
   return out;
@@ -119,7 +120,7 @@ ComposeResult run_compose(const ComposeOptions& a) {
     cache.kind = model::LayerKind::Linear;
     cache.state = Tensor({Hv, d, d});
     cache.conv = Tensor({K - 1, conv_dim});
-    model::gdn_layer(cfg, w, x.data(), out.data(), T, cache, ws);
+    model::gdn_layer(kernels::host_backend(), cfg, w, x.data(), out.data(), T, cache, ws);
   });
 
   const pic::LinearSummary sum = time_delta_rule(a, rng, r);
@@ -128,7 +129,7 @@ ComposeResult run_compose(const ComposeOptions& a) {
 
   // Applying one cached summary (dense T, as GDN's natural structure) to a running state.
   Tensor running = random_tensor({Hv, d, d}, 1.0f, rng);
-  r.apply_s = median_seconds(std::max(a.reps, 20), [&] { pic::apply(sum, running.data()); });
+  r.apply_s = median_seconds(std::max(a.reps, 20), [&] { pic::apply(kernels::host_backend(), sum, running.data()); });
 
   r.blas = kernels::blas_info();
   r.summary_bytes = summary_byte_table(Hv, d, T);

@@ -55,7 +55,7 @@ store::Entry compute_store_entry(model::Model& model, const std::vector<int32_t>
 double take_compute_seconds(store::Entry& entry) {
   const auto it = entry.arrays.find(kComputeSecondsArray);
   if (it == entry.arrays.end()) return 0.0;
-  const double s = it->second.vec().empty() ? 0.0 : it->second.vec()[0];
+  const double s = it->second.empty() ? 0.0 : it->second[0];
   entry.arrays.erase(it);
   return s;
 }

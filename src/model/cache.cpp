@@ -1,21 +1,11 @@
 #include "model/cache.hpp"
 
 namespace hypic::model {
-namespace {
-// Appends T rows of row_floats to a [n, a, b] tensor, keeping its trailing dims.
-void append_rows(Tensor& t, const float* rows, int64_t T, int64_t a, int64_t b) {
-  const int64_t n = t.empty() ? 0 : t.dim(0);
-  std::vector<float>& data = t.vec();
-  data.insert(data.end(), rows, rows + T * a * b);  // amortised growth for decode steps
-  t.reshape({n + T, a, b});
-}
-}  // namespace
-
 void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T) {
   require(kind == LayerKind::FullAttention, "append_kv on a linear-attention layer cache");
   require(k.rank() == 3 && v.rank() == 3, "attention cache K/V must be [n, Hkv, hd]");
-  append_rows(k, k_rows, T, k.dim(1), k.dim(2));
-  append_rows(v, v_rows, T, v.dim(1), v.dim(2));
+  k.append_rows(k_rows, T);  // amortised growth for decode steps
+  v.append_rows(v_rows, T);
 }
 
 InferenceCache InferenceCache::empty(const ModelConfig& cfg) {

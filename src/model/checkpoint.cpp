@@ -363,7 +363,7 @@ LoadedModel load_checkpoint(const std::string& dir) {
                          " from config.json");
     } else if (!dtype_is_float(info.dtype)) {
       problems.push_back(ckpt.file_of(s.hf.name) + ": tensor '" + s.hf.name + "' has dtype " +
-                         dtype_name(info.dtype) + ", expected BF16, F16 or F32");
+                         safetensors_dtype_name(info.dtype) + ", expected BF16, F16 or F32");
     }
   }
   const std::vector<std::string> ignored_prefixes = c.arch_spec().ignored_prefixes();
@@ -392,7 +392,7 @@ LoadedModel load_checkpoint(const std::string& dir) {
   std::set<std::string> dtypes;
   for (const Slot& s : slots) {
     const TensorInfo& info = ckpt.info(s.hf.name);
-    dtypes.insert(dtype_short(info.dtype));
+    dtypes.insert(dtype_name(info.dtype));
     out.checkpoint_bytes += info.end - info.begin;
     put(s, out.weights, ckpt.read(s.hf.name));
   }
@@ -408,7 +408,8 @@ LoadedModel load_checkpoint(const std::string& dir) {
 
 void save_checkpoint(const std::string& dir, const ModelConfig& config, const ModelWeights& weights,
                      DType dtype, uint64_t max_shard_bytes) {
-  require(dtype_is_float(dtype), std::string("cannot save weights as ") + dtype_name(dtype) +
+  require(dtype_is_float(dtype), std::string("cannot save weights as ") +
+                                     safetensors_dtype_name(dtype) +
                                      " (supported: f32, bf16, f16)");
   config.validate();
   std::error_code ec;

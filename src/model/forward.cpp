@@ -5,9 +5,6 @@
 #include <cstring>
 #include <string>
 
-#include "hypic/kernels/blas.hpp"
-#include "hypic/kernels/norm.hpp"
-
 namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;
@@ -24,11 +21,15 @@ int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-Model::Model(ModelConfig cfg, ModelWeights weights)
-    : cfg_(std::move(cfg)), weights_(std::move(weights)) {
+Model::Model(ModelConfig cfg, ModelWeights weights, const kernels::Backend& backend)
+    : cfg_(std::move(cfg)), weights_(std::move(weights)), backend_(&backend) {
   require(static_cast<int>(weights_.layers.size()) == cfg_.num_hidden_layers,
           "model weights have " + std::to_string(weights_.layers.size()) + " layers, config says " +
               std::to_string(cfg_.num_hidden_layers));
+  require(weights_.embed.device() == backend.device(),
+          std::string("the model's weights are in ") + device_name(weights_.embed.device()) +
+              " memory but the " + backend.name() + " backend computes in " +
+              device_name(backend.device()) + " memory");
 }
 
 void Model::set_max_block_tokens(int n) {
@@ -42,6 +43,7 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
   const int hidden = cfg_.hidden_size;
   const int vocab = cfg_.vocab_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const kernels::Backend& be = *backend_;
   const size_t n = static_cast<size_t>(T) * hidden;
   if (residual_.size() < n) residual_.resize(n);
   if (normed_.size() < n) normed_.resize(n);
@@ -49,14 +51,11 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
   float* xn = normed_.data();
 
   auto t0 = std::chrono::steady_clock::now();
-  const float* embed = weights_.embed.data();
-  for (int t = 0; t < T; ++t) {
+  for (int t = 0; t < T; ++t)
     require(tokens[t] >= 0 && tokens[t] < vocab, "token id " + std::to_string(tokens[t]) +
                                                      " outside the vocabulary [0, " +
                                                      std::to_string(vocab) + ")");
-    std::memcpy(h + static_cast<size_t>(t) * hidden,
-                embed + static_cast<size_t>(tokens[t]) * hidden, sizeof(float) * hidden);
-  }
+  be.gather_rows(weights_.embed.data(), hidden, tokens, T, h);
   ws_.times.embed_norms += seconds_since(t0);
   capture(h, T);
 
@@ -65,41 +64,43 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
-    kernels::rms_norm_zero_centred(h, lw.input_norm.data(), xn, T, hidden, eps);
+    be.rms_norm_zero_centred(h, lw.input_norm.data(), xn, T, hidden, eps);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.kind == LayerKind::Linear)
-      gdn_layer(cfg_, lw.linear, xn, h, T, lc, ws_);
+      gdn_layer(be, cfg_, lw.linear, xn, h, T, lc, ws_);
     else
-      attention_layer(cfg_, lw.attn, xn, h, T, pos0, lc, ws_);
+      attention_layer(be, cfg_, lw.attn, xn, h, T, pos0, lc, ws_);
 
     t0 = std::chrono::steady_clock::now();
-    kernels::rms_norm_zero_centred(h, lw.post_attn_norm.data(), xn, T, hidden, eps);
+    be.rms_norm_zero_centred(h, lw.post_attn_norm.data(), xn, T, hidden, eps);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
-      moe_layer(cfg_, lw.moe, xn, h, T, ws_);
+      moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
     else
-      mlp_layer(lw.mlp, xn, h, T, hidden, ws_);
+      mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_);
     capture(h, T);
   }
   cache.n_tokens += T;
-  last_hidden_.assign(h + static_cast<size_t>(T - 1) * hidden, h + static_cast<size_t>(T) * hidden);
+  last_hidden_.resize(static_cast<size_t>(hidden));
+  be.copy_to_host(last_hidden_.data(), h + static_cast<size_t>(T - 1) * hidden,
+                  sizeof(float) * hidden);
 
   // Final norm and lm_head only for the rows whose logits are wanted.
   if (logit_rows == 0) return;
   t0 = std::chrono::steady_clock::now();
   const int first = T - logit_rows;
-  kernels::rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden,
-                                 weights_.final_norm.data(), xn, logit_rows, hidden, eps);
+  be.rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden, weights_.final_norm.data(), xn,
+                           logit_rows, hidden, eps);
   ws_.times.embed_norms += seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  kernels::linear(xn, weights_.output_matrix().data(), logits, logit_rows, vocab, hidden);
+  be.linear(xn, weights_.output_matrix().data(), logits, logit_rows, vocab, hidden, false);
   ws_.times.lm_head += seconds_since(t0);
 }
 
 void Model::capture(const float* h, int T) {
   if (capture_ == nullptr) return;
   Tensor t({T, cfg_.hidden_size});
-  std::memcpy(t.data(), h, t.bytes());
+  backend_->copy_to_host(t.data(), h, t.bytes());
   capture_->push_back(std::move(t));
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/tensor.hpp"
+#include "hypic/kernels/backend.hpp"
 #include "model/cache.hpp"
 #include "model/config.hpp"
 #include "model/layers.hpp"
@@ -17,13 +18,16 @@ namespace hypic::model {
 // junction windows, prefix snapshots; prefill then returns an empty [0, vocab] tensor).
 enum class LogitsMode { All, Last, None };
 
-// Owns its scratch buffers: use one Model per thread.
+// Owns its scratch buffers: use one Model per thread. Every op runs on `backend` (the host
+// unless told otherwise); weights and caches must be that backend's memory.
 class Model {
  public:
-  Model(ModelConfig cfg, ModelWeights weights);
+  Model(ModelConfig cfg, ModelWeights weights,
+        const kernels::Backend& backend = kernels::host_backend());
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return weights_; }
+  const kernels::Backend& backend() const { return *backend_; }
   InferenceCache new_cache() const { return InferenceCache::empty(cfg_); }
 
   // Runs `tokens` through every layer at positions cache.n_tokens … and advances the cache.
@@ -57,6 +61,7 @@ class Model {
 
   ModelConfig cfg_;
   ModelWeights weights_;
+  const kernels::Backend* backend_;
   Workspace ws_;
   std::vector<float> residual_, normed_, last_hidden_;
   int max_block_ = 2048;

@@ -2,10 +2,12 @@
 // The layer kinds of Qwen3-Next / Qwen3.5, each over a block of T tokens' activations
 // [T, hidden] (already normalised by the caller), adding its result into the residual
 // stream: out += layer(x). Caches are read and advanced in place; scratch memory comes
-// from a Workspace, so steady-state forward passes allocate nothing.
+// from a Workspace, so steady-state forward passes allocate nothing. Every op runs on the
+// backend passed in (x, out, caches and weights are that backend's memory).
 #include <cstdint>
 #include <vector>
 
+#include "hypic/kernels/backend.hpp"
 #include "model/cache.hpp"
 #include "model/config.hpp"
 #include "model/weights.hpp"
@@ -48,21 +50,23 @@ class Workspace {
 // β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
 // gated RMSNorm with z → out_proj. Advances cache.state and cache.conv (and
 // cache.transition when cache.capture_transition is set).
-void gdn_layer(const ModelConfig& cfg, const GdnWeights& w, const float* x, float* out, int T,
-               LayerCache& cache, Workspace& ws);
+void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
+               const float* x, float* out, int T, LayerCache& cache, Workspace& ws);
 
 // Gated softmax attention at absolute positions pos0 … pos0+T−1 (pos0 must equal the
 // cached tokens): zero-centred q/k RMSNorm, partial RoPE, GQA over cached + new K/V,
 // output · sigmoid(gate), o_proj. Appends this block's K (normed, rotated) and V to cache.
-void attention_layer(const ModelConfig& cfg, const AttentionWeights& w, const float* x, float* out,
-                     int T, int64_t pos0, LayerCache& cache, Workspace& ws);
+void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
+                     const float* x, float* out, int T, int64_t pos0, LayerCache& cache,
+                     Workspace& ws);
 
 // SwiGLU MLP: out += down(silu(gate(x)) · up(x)).
-void mlp_layer(const MlpWeights& w, const float* x, float* out, int T, int hidden, Workspace& ws);
+void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
+               int hidden, Workspace& ws);
 
 // Sparse MoE: softmax router, top-k (renormalised when norm_topk_prob), routed experts
 // batched per expert, plus sigmoid(shared_expert_gate · x) · shared_expert(x).
-void moe_layer(const ModelConfig& cfg, const MoeWeights& w, const float* x, float* out, int T,
-               Workspace& ws);
+void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeights& w,
+               const float* x, float* out, int T, Workspace& ws);
 
 }  // namespace hypic::model

@@ -33,25 +33,16 @@ uint64_t load_le64(const unsigned char* p) {
   return v;
 }
 
+// The format's spelling of each element type (byte-identical to what files hold).
 struct DTypeEntry {
   DType dtype;
   const char* name;
-  const char* short_name;
-  size_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {DType::F32, "F32", "f32", 4},    {DType::F16, "F16", "f16", 2},
-    {DType::BF16, "BF16", "bf16", 2}, {DType::I32, "I32", "i32", 4},
-    {DType::I64, "I64", "i64", 8},    {DType::F64, "F64", "f64", 8},
-    {DType::I8, "I8", "i8", 1},       {DType::U8, "U8", "u8", 1},
-    {DType::I16, "I16", "i16", 2},    {DType::BOOL, "BOOL", "bool", 1},
+    {DType::F32, "F32"}, {DType::F16, "F16"},   {DType::BF16, "BF16"}, {DType::I32, "I32"},
+    {DType::I64, "I64"}, {DType::F64, "F64"},   {DType::I8, "I8"},     {DType::U8, "U8"},
+    {DType::I16, "I16"}, {DType::BOOL, "BOOL"},
 };
-
-const DTypeEntry& entry(DType d) {
-  for (const auto& e : kDTypes)
-    if (e.dtype == d) return e;
-  throw Error("internal: unknown dtype");
-}
 
 std::string json_text_error(const std::string& path, const std::string& what) {
   return path + ": invalid safetensors header: " + what;
@@ -59,17 +50,10 @@ std::string json_text_error(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-const char* dtype_name(DType d) {
-  return entry(d).name;
-}
-const char* dtype_short(DType d) {
-  return entry(d).short_name;
-}
-size_t dtype_size(DType d) {
-  return entry(d).size;
-}
-bool dtype_is_float(DType d) {
-  return d == DType::F32 || d == DType::F16 || d == DType::BF16;
+const char* safetensors_dtype_name(DType d) {
+  for (const auto& e : kDTypes)
+    if (e.dtype == d) return e.name;
+  throw Error("internal: unknown dtype");
 }
 
 DType parse_dtype(const std::string& s) {
@@ -287,7 +271,8 @@ std::vector<unsigned char> SafetensorsFile::read_bytes(const std::string& name) 
 Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& t = info(name);
   require(dtype_is_float(t.dtype), path_ + ": tensor '" + name + "' has dtype " +
-                                       dtype_name(t.dtype) + ", expected BF16, F16 or F32");
+                                       safetensors_dtype_name(t.dtype) +
+                                       ", expected BF16, F16 or F32");
   const std::vector<unsigned char> raw = read_bytes(name);
   Tensor out(t.shape);
   float* dst = out.data();
@@ -306,9 +291,9 @@ Tensor SafetensorsFile::read(const std::string& name) const {
 
 std::vector<int32_t> SafetensorsFile::read_int32(const std::string& name) const {
   const TensorInfo& t = info(name);
-  require(
-      t.dtype == DType::I32 || t.dtype == DType::I64,
-      path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) + ", expected I32 or I64");
+  require(t.dtype == DType::I32 || t.dtype == DType::I64,
+          path_ + ": tensor '" + name + "' has dtype " + safetensors_dtype_name(t.dtype) +
+              ", expected I32 or I64");
   const std::vector<unsigned char> raw = read_bytes(name);
   const size_t n = static_cast<size_t>(t.numel());
   std::vector<int32_t> out(n);
@@ -420,8 +405,9 @@ std::vector<unsigned char> encode(const Tensor& t, DType dtype) {
     std::memcpy(out.data(), t.data(), n * 4);
     return out;
   }
-  require(dtype == DType::BF16 || dtype == DType::F16,
-          std::string("safetensors writer: cannot store floats as ") + dtype_name(dtype));
+  require(
+      dtype == DType::BF16 || dtype == DType::F16,
+      std::string("safetensors writer: cannot store floats as ") + safetensors_dtype_name(dtype));
   const bool bf = dtype == DType::BF16;
   for (size_t i = 0; i < n; ++i) {
     const uint16_t h =
@@ -448,7 +434,7 @@ void write_entries(const std::string& path, std::vector<OutEntry> entries,
     require(i == 0 || entries[i - 1].name != e.name,
             "safetensors writer: tensor '" + e.name + "' given twice");
     const uint64_t bytes = Tensor::count(e.shape) * dtype_size(e.dtype);
-    h[e.name] = {{"dtype", dtype_name(e.dtype)},
+    h[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)},
                  {"shape", e.shape},
                  {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

@@ -19,12 +19,9 @@
 
 namespace hypic::model {
 
-enum class DType { F32, F16, BF16, I32, I64, F64, I8, U8, I16, BOOL };
-
-const char* dtype_name(DType d);   // safetensors spelling: "F32", "BF16", ...
-const char* dtype_short(DType d);  // "f32", "bf16", "f16", "i32", ...
-size_t dtype_size(DType d);        // bytes per element
-bool dtype_is_float(DType d);      // F32, F16, BF16 (the ones hypic computes with)
+// Element types are hypic::DType (hypic/tensor.hpp: dtype_size, dtype_is_float, and
+// dtype_name for the lowercase "f32"); the file format spells them "F32", "BF16", ...
+const char* safetensors_dtype_name(DType d);
 // Parses "f32" / "bf16" / "f16" (either case, also "float32", "bfloat16", "float16");
 // throws hypic::Error otherwise.
 DType parse_dtype(const std::string& s);

@@ -1,10 +1,7 @@
 #include "pic/compose.hpp"
 
-#include <cstring>
 #include <string>
 #include <vector>
-
-#include "hypic/kernels/rope.hpp"
 
 namespace hypic::pic {
 namespace {
@@ -16,13 +13,15 @@ kernels::RopeDims key_rope(const model::ModelConfig& cfg, int64_t rows) {
 
 }  // namespace
 
-void rerotate_keys(const model::ModelConfig& config, Tensor& k, int64_t delta) {
+void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,
+                   int64_t delta) {
   if (k.empty()) return;
-  kernels::rope_shift(key_rope(config, k.dim(0)), k.data(), delta);
+  be.rope_shift(key_rope(config, k.dim(0)), k.data(), delta);
 }
 
-void splice_entry(const model::ModelConfig& config, const SegmentEntry& entry,
-                  int64_t segment_start, bool addition, model::InferenceCache& cache) {
+void splice_entry(const kernels::Backend& be, const model::ModelConfig& config,
+                  const SegmentEntry& entry, int64_t segment_start, bool addition,
+                  model::InferenceCache& cache) {
   require(cache.n_tokens == segment_start + entry.junction,
           "splice_entry: the cache holds " + std::to_string(cache.n_tokens) +
               " tokens, expected the segment start plus its junction window (" +
@@ -35,9 +34,9 @@ void splice_entry(const model::ModelConfig& config, const SegmentEntry& entry,
             "segment entry does not fit layer " + std::to_string(l.layer));
     sums.push_back(&l.summary);
     states.push_back(lc.state.data());
-    std::memcpy(lc.conv.data(), l.conv.data(), l.conv.bytes());
+    be.copy_within(lc.conv.data(), l.conv.data(), l.conv.bytes());
   }
-  apply_layers(sums, states, addition);  // all layers and heads in one parallel loop
+  apply_layers(be, sums, states, addition);  // all layers and heads in one parallel loop
 
   const int64_t rows = entry.cached_tokens();
   for (const AttentionLayerEntry& a : entry.attention) {
@@ -45,7 +44,7 @@ void splice_entry(const model::ModelConfig& config, const SegmentEntry& entry,
     const int64_t first = lc.kv_tokens();
     lc.append_kv(a.k.data(), a.v.data(), rows);
     const int64_t row_floats = lc.k.dim(1) * lc.k.dim(2);
-    kernels::rope_shift(key_rope(config, rows), lc.k.data() + first * row_floats, segment_start);
+    be.rope_shift(key_rope(config, rows), lc.k.data() + first * row_floats, segment_start);
   }
   cache.n_tokens += rows;
 }

@@ -2,6 +2,7 @@
 // Composition of cached segments into a running inference cache (MATH.md §2, §4, §5).
 #include <cstdint>
 
+#include "hypic/kernels/backend.hpp"
 #include "model/cache.hpp"
 #include "model/config.hpp"
 #include "pic/segment_entry.hpp"
@@ -14,11 +15,13 @@ namespace hypic::pic {
 //    ablation that ignores T), conv state ← the cached tail;
 //  - attention layers: K moved from segment-local positions to absolute ones by one
 //    rotation of segment_start positions (RoPE angles add), V appended as is.
-// Advances cache.n_tokens by n − w.
-void splice_entry(const model::ModelConfig& config, const SegmentEntry& entry,
-                  int64_t segment_start, bool addition, model::InferenceCache& cache);
+// Advances cache.n_tokens by n − w. Runs on `be` (the model's backend).
+void splice_entry(const kernels::Backend& be, const model::ModelConfig& config,
+                  const SegmentEntry& entry, int64_t segment_start, bool addition,
+                  model::InferenceCache& cache);
 
 // K rows [n, Hkv, hd] rotated at positions q … moved to q + delta, in place.
-void rerotate_keys(const model::ModelConfig& config, Tensor& k, int64_t delta);
+void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,
+                   int64_t delta);
 
 }  // namespace hypic::pic

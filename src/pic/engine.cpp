@@ -173,7 +173,7 @@ std::vector<float> Engine::final_prefill(const std::vector<int32_t>& tokens,
   Tensor logits = model_.prefill(tokens, cache, model::LogitsMode::Last);
   r.tokens_recomputed += static_cast<int64_t>(tokens.size());
   if (options_.keep_last_hidden) r.last_hidden = model_.last_hidden();
-  return std::move(logits.vec());
+  return logits.take_vector();
 }
 
 void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, int max_new_tokens,
@@ -186,7 +186,7 @@ void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, int
     const int32_t next = model::argmax(logits.data(), vocab);
     r.answer.push_back(next);
     if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
-    if (i + 1 < max_new_tokens) logits = std::move(model_.decode_step(next, cache).vec());
+    if (i + 1 < max_new_tokens) logits = model_.decode_step(next, cache).take_vector();
   }
   r.times.decode = seconds_since(t0);
 }
@@ -277,7 +277,7 @@ void Engine::place_segment(const std::vector<int32_t>& seg, const SegmentEntry& 
     r.times.junction += seconds_since(t1);
   }
   const auto t2 = Clock::now();
-  splice_entry(model_.config(), entry, start, addition, cache);
+  splice_entry(model_.backend(), model_.config(), entry, start, addition, cache);
   r.times.composition += seconds_since(t2);
 }
 

@@ -1,6 +1,7 @@
 // Segment summaries of linear-attention layers: build, apply, chain, convert, re-rotate.
-// Heads (and layers) are independent, so every operation is one Kokkos parallel_for over the
-// host execution space with per-item scratch carved from one buffer allocated per call.
+// The products and the composition are backend ops (the backend's compose_states covers all
+// layers and heads in one launch); chaining low-rank forms loops over heads here, one Kokkos
+// parallel_for over the host execution space (the summaries are host arrays).
 #include "pic/linear_summary.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -9,62 +10,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "hypic/kernels/blas.hpp"
-
 namespace hypic::pic {
 namespace {
 using HostExec = Kokkos::DefaultHostExecutionSpace;
-using kernels::gemm;
 
 int64_t t_floats(const LinearSummary& s) {
   return kernels::transition_floats_per_head(s.structure, s.dk, s.rank);
-}
-
-// Scratch floats one head needs to apply a summary in place.
-size_t apply_scratch(const LinearSummary& s) {
-  const size_t dkdv = static_cast<size_t>(s.dk) * s.dv;
-  if (s.structure == TStructure::Dense) return dkdv;
-  if (s.structure == TStructure::LowRank) return static_cast<size_t>(s.rank) * s.dv;
-  return 0;
-}
-
-// One head: st ← T st + S0 (or st + S0 with addition).
-void apply_head(const LinearSummary& s, int h, float* st, float* scratch, bool addition) {
-  const int dk = s.dk, dv = s.dv;
-  const size_t dkdv = static_cast<size_t>(dk) * dv;
-  const float* s0 = s.s.data() + dkdv * h;
-  if (!addition) {
-    switch (s.structure) {
-      case TStructure::Scalar: {
-        const float t = s.t[h];
-        for (size_t i = 0; i < dkdv; ++i) st[i] *= t;
-        break;
-      }
-      case TStructure::Diagonal: {
-        const float* d = s.t.data() + static_cast<size_t>(dk) * h;
-        for (int c = 0; c < dk; ++c)
-          for (int j = 0; j < dv; ++j) st[static_cast<size_t>(c) * dv + j] *= d[c];
-        break;
-      }
-      case TStructure::Dense: {
-        std::memcpy(scratch, st, sizeof(float) * dkdv);
-        gemm(false, false, dk, dv, dk, 1.0f, s.t.data() + static_cast<size_t>(dk) * dk * h, dk,
-             scratch, dv, 0.0f, st, dv);
-        break;
-      }
-      case TStructure::LowRank: {
-        // T st = d ⊙ st − Xᵀ (Y st): two thin products of rank r.
-        const size_t xy = static_cast<size_t>(s.rank) * dk * h;
-        gemm(false, false, s.rank, dv, dk, 1.0f, s.y.data() + xy, dk, st, dv, 0.0f, scratch, dv);
-        const float* d = s.t.data() + static_cast<size_t>(dk) * h;
-        for (int c = 0; c < dk; ++c)
-          for (int j = 0; j < dv; ++j) st[static_cast<size_t>(c) * dv + j] *= d[c];
-        gemm(true, false, dk, dv, s.rank, -1.0f, s.x.data() + xy, dk, scratch, dv, 1.0f, st, dv);
-        break;
-      }
-    }
-  }
-  for (size_t i = 0; i < dkdv; ++i) st[i] += s0[i];
 }
 
 void check_same_shape(const LinearSummary& a, const LinearSummary& b) {
@@ -88,7 +39,8 @@ int structure_level(TStructure s) {
 
 // Chains two low-rank transitions without densifying (see docs/linear-family.md):
 // (D2 − X2ᵀY2)(D1 − X1ᵀY1) = D2D1 − [X1 D2; X2]ᵀ [Y1; Y2 D1 − (Y2 X1ᵀ) Y1].
-void chain_lowrank_t(const LinearSummary& a, const LinearSummary& b, LinearSummary& r) {
+void chain_lowrank_t(const kernels::Backend& be, const LinearSummary& a, const LinearSummary& b,
+                     LinearSummary& r) {
   const int dk = a.dk, r1 = a.rank, r2 = b.rank, rr = r1 + r2;
   r.rank = rr;
   r.t.assign(static_cast<size_t>(a.heads) * dk, 0.0f);
@@ -120,29 +72,13 @@ void chain_lowrank_t(const LinearSummary& a, const LinearSummary& b, LinearSumma
           for (int c = 0; c < dk; ++c)
             y_new[static_cast<size_t>(i) * dk + c] = y2[static_cast<size_t>(i) * dk + c] * d1[c];
         float* m = sc + static_cast<size_t>(r2) * r1 * h;  // Y2 X1ᵀ [r2, r1]
-        gemm(false, true, r2, r1, dk, 1.0f, y2, dk, x1, dk, 0.0f, m, r1);
-        gemm(false, false, r2, dk, r1, -1.0f, m, r1, y1, dk, 1.0f, y_new, dk);
+        be.gemm(false, true, r2, r1, dk, 1.0f, y2, dk, x1, dk, 0.0f, m, r1);
+        be.gemm(false, false, r2, dk, r1, -1.0f, m, r1, y1, dk, 1.0f, y_new, dk);
       });
   Kokkos::fence();
 }
 
 }  // namespace
-
-size_t dtype_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "f32";
-    case DType::BF16:
-      return "bf16";
-    case DType::F16:
-      return "f16";
-  }
-  return "?";
-}
 
 const char* structure_name(TStructure s) {
   switch (s) {
@@ -167,15 +103,15 @@ int lowrank_max_tokens(int dk) {
 size_t summary_bytes(TStructure st, int heads, int dk, int dv, int rank, DType dt) {
   const size_t per_head = static_cast<size_t>(kernels::transition_floats_per_head(st, dk, rank)) +
                           static_cast<size_t>(dk) * dv;
-  return per_head * heads * dtype_bytes(dt);
+  return per_head * heads * dtype_size(dt);
 }
 
 size_t LinearSummary::bytes(DType dt) const {
   return summary_bytes(structure, heads, dk, dv, rank, dt);
 }
 
-LinearSummary summarize(const FamilySpec& spec, const FamilyDims& d, const FamilyInputs& in,
-                        float* out, TForm form, int chunk) {
+LinearSummary summarize(const kernels::Backend& be, const FamilySpec& spec, const FamilyDims& d,
+                        const FamilyInputs& in, float* out, TForm form, int chunk) {
   LinearSummary r;
   r.heads = d.Hv;
   r.dk = d.dk;
@@ -193,54 +129,37 @@ LinearSummary summarize(const FamilySpec& spec, const FamilyDims& d, const Famil
     r.t.assign(static_cast<size_t>(d.Hv) * d.dk, 0.0f);
     r.x.assign(static_cast<size_t>(d.Hv) * d.T * d.dk, 0.0f);
     r.y.assign(r.x.size(), 0.0f);
-    kernels::family_chunked_lowrank(spec, d, in, r.s.data(), out, r.t.data(), r.x.data(),
-                                    r.y.data());
+    be.family_chunked_lowrank(spec, d, in, r.s.data(), out, r.t.data(), r.x.data(), r.y.data());
     return r;
   }
   r.structure = kernels::natural_structure(spec);
   r.t.assign(static_cast<size_t>(t_floats(r)) * d.Hv, 0.0f);
-  kernels::family_chunked(spec, d, in, r.s.data(), out, r.t.data(), chunk);
+  be.family_chunked(spec, d, in, r.s.data(), out, r.t.data(), chunk);
   return r;
 }
 
-void apply(const LinearSummary& sum, float* state) {
-  apply_layers({&sum}, {state}, false);
+void apply(const kernels::Backend& be, const LinearSummary& sum, float* state) {
+  apply_layers(be, {&sum}, {state}, false);
 }
 
-void apply_addition(const LinearSummary& sum, float* state) {
-  apply_layers({&sum}, {state}, true);
+void apply_addition(const kernels::Backend& be, const LinearSummary& sum, float* state) {
+  apply_layers(be, {&sum}, {state}, true);
 }
 
-void apply_layers(const std::vector<const LinearSummary*>& sums, const std::vector<float*>& states,
-                  bool addition) {
+void apply_layers(const kernels::Backend& be, const std::vector<const LinearSummary*>& sums,
+                  const std::vector<float*>& states, bool addition) {
   if (sums.size() != states.size())
     throw std::invalid_argument("apply_layers: one state per summary");
-  // Flatten (layer, head) into one index space; scratch offsets per item.
-  std::vector<int> first(sums.size() + 1, 0);
-  std::vector<size_t> offset(sums.size() + 1, 0);
+  std::vector<kernels::TransitionRef> refs(sums.size());
   for (size_t l = 0; l < sums.size(); ++l) {
-    first[l + 1] = first[l] + sums[l]->heads;
-    offset[l + 1] = offset[l] + (addition ? 0 : apply_scratch(*sums[l]) * sums[l]->heads);
+    const LinearSummary& s = *sums[l];
+    refs[l] = {s.structure, s.heads,    s.dk,       s.dv,      s.rank,
+               s.t.data(),  s.x.data(), s.y.data(), s.s.data()};
   }
-  std::vector<float> scratch(std::max<size_t>(1, offset.back()));
-  const LinearSummary* const* sp = sums.data();
-  float* const* stp = states.data();
-  const int* fp = first.data();
-  const size_t* op = offset.data();
-  float* sc = scratch.data();
-  const int layers = static_cast<int>(sums.size());
-  Kokkos::parallel_for(
-      "pic_apply_layers", Kokkos::RangePolicy<HostExec>(0, first.back()), [=](const int item) {
-        const int l = static_cast<int>(std::upper_bound(fp, fp + layers + 1, item) - fp) - 1;
-        const LinearSummary& s = *sp[l];
-        const int h = item - fp[l];
-        float* st = stp[l] + static_cast<size_t>(s.dk) * s.dv * h;
-        apply_head(s, h, st, sc + op[l] + apply_scratch(s) * h, addition);
-      });
-  Kokkos::fence();
+  be.compose_states(refs.data(), states.data(), static_cast<int>(refs.size()), addition);
 }
 
-LinearSummary convert(const LinearSummary& sum, TStructure to) {
+LinearSummary convert(const kernels::Backend& be, const LinearSummary& sum, TStructure to) {
   if (sum.structure == to) return sum;
   const int H = sum.heads, dk = sum.dk;
   const bool widening = structure_level(to) > structure_level(sum.structure);
@@ -267,14 +186,15 @@ LinearSummary convert(const LinearSummary& sum, TStructure to) {
     for (int c = 0; c < dk; ++c) t[static_cast<size_t>(c) * dk + c] = diag(c);
     if (sum.structure == TStructure::LowRank && sum.rank > 0) {
       const size_t xy = static_cast<size_t>(sum.rank) * dk * h;
-      gemm(true, false, dk, dk, sum.rank, -1.0f, sum.x.data() + xy, dk, sum.y.data() + xy, dk, 1.0f,
-           t, dk);
+      be.gemm(true, false, dk, dk, sum.rank, -1.0f, sum.x.data() + xy, dk, sum.y.data() + xy, dk,
+              1.0f, t, dk);
     }
   }
   return r;
 }
 
-LinearSummary chain(const LinearSummary& first, const LinearSummary& second) {
+LinearSummary chain(const kernels::Backend& be, const LinearSummary& first,
+                    const LinearSummary& second) {
   check_same_shape(first, second);
   // Bring both to a common structure; two low-rank forms stay low rank while that is smaller.
   TStructure common = structure_level(first.structure) >= structure_level(second.structure)
@@ -284,7 +204,7 @@ LinearSummary chain(const LinearSummary& first, const LinearSummary& second) {
       (first.structure != TStructure::LowRank || second.structure != TStructure::LowRank ||
        first.rank + second.rank > lowrank_max_tokens(first.dk)))
     common = TStructure::Dense;
-  const LinearSummary a = convert(first, common), b = convert(second, common);
+  const LinearSummary a = convert(be, first, common), b = convert(be, second, common);
 
   LinearSummary r;
   r.structure = common;
@@ -293,7 +213,7 @@ LinearSummary chain(const LinearSummary& first, const LinearSummary& second) {
   r.dv = a.dv;
   r.tokens = a.tokens + b.tokens;
   r.s = a.s;
-  apply(b, r.s.data());  // S = T2·S1 + S2
+  apply(be, b, r.s.data());  // S = T2·S1 + S2
   const int H = a.heads, dk = a.dk;
   switch (common) {
     case TStructure::Scalar:
@@ -303,25 +223,20 @@ LinearSummary chain(const LinearSummary& first, const LinearSummary& second) {
       break;
     case TStructure::Dense: {
       r.t.assign(a.t.size(), 0.0f);
-      const size_t dd = static_cast<size_t>(dk) * dk;
-      const float *ta = a.t.data(), *tb = b.t.data();
-      float* tr = r.t.data();
-      Kokkos::parallel_for("pic_chain_dense", Kokkos::RangePolicy<HostExec>(0, H),
-                           [=](const int h) {
-                             gemm(false, false, dk, dk, dk, 1.0f, tb + dd * h, dk, ta + dd * h, dk,
-                                  0.0f, tr + dd * h, dk);
-                           });
-      Kokkos::fence();
+      const int64_t dd = static_cast<int64_t>(dk) * dk;
+      be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, b.t.data(), dk, dd, a.t.data(), dk,
+                              dd, 0.0f, r.t.data(), dk, dd, H);
       break;
     }
     case TStructure::LowRank:
-      chain_lowrank_t(a, b, r);
+      chain_lowrank_t(be, a, b, r);
       break;
   }
   return r;
 }
 
-void rerotate(LinearSummary& sum, const kernels::Rotary& rot, int64_t p) {
+void rerotate(const kernels::Backend& be, LinearSummary& sum, const kernels::Rotary& rot,
+              int64_t p) {
   const int H = sum.heads, dk = sum.dk, dv = sum.dv;
   if (sum.structure == TStructure::LowRank) {
     // R (D − XᵀY) Rᵀ = D − (X Rᵀ)ᵀ (Y Rᵀ) when D is equal on every rotary pair.
@@ -329,7 +244,7 @@ void rerotate(LinearSummary& sum, const kernels::Rotary& rot, int64_t p) {
     for (int h = 0; h < H && uniform; ++h)
       for (int c = 1; c < dk && uniform; ++c)
         uniform = sum.t[static_cast<size_t>(dk) * h + c] == sum.t[static_cast<size_t>(dk) * h];
-    if (!uniform) sum = convert(sum, TStructure::Dense);
+    if (!uniform) sum = convert(be, sum, TStructure::Dense);
   }
   if (sum.structure == TStructure::Diagonal) {
     for (int h = 0; h < H; ++h)
@@ -341,15 +256,15 @@ void rerotate(LinearSummary& sum, const kernels::Rotary& rot, int64_t p) {
       }
   }
   for (int h = 0; h < H; ++h) {
-    kernels::rotary_rotate_columns(rot, sum.s.data() + static_cast<size_t>(dk) * dv * h, dk, dv, p);
+    be.rotary_rotate_columns(rot, sum.s.data() + static_cast<size_t>(dk) * dv * h, dk, dv, p);
     if (sum.structure == TStructure::Dense) {
       float* t = sum.t.data() + static_cast<size_t>(dk) * dk * h;
-      kernels::rotary_rotate_columns(rot, t, dk, dk, p);  // R T
-      kernels::rotary_rotate(rot, t, dk, dk, dk, p);      // (R T) Rᵀ: rotate each row
+      be.rotary_rotate_columns(rot, t, dk, dk, p);   // R T
+      be.rotary_rotate_rows(rot, t, dk, dk, dk, p);  // (R T) Rᵀ: rotate each row
     } else if (sum.structure == TStructure::LowRank) {
       const size_t xy = static_cast<size_t>(sum.rank) * dk * h;
-      kernels::rotary_rotate(rot, sum.x.data() + xy, sum.rank, dk, dk, p);
-      kernels::rotary_rotate(rot, sum.y.data() + xy, sum.rank, dk, dk, p);
+      be.rotary_rotate_rows(rot, sum.x.data() + xy, sum.rank, dk, dk, p);
+      be.rotary_rotate_rows(rot, sum.y.data() + xy, sum.rank, dk, dk, p);
     }
   }
 }

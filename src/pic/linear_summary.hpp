@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "hypic/kernels/linear_family.hpp"
+#include "common/tensor.hpp"
+#include "hypic/kernels/backend.hpp"
 
 namespace hypic::pic {
 
@@ -15,9 +16,6 @@ using kernels::FamilyInputs;
 using kernels::FamilySpec;
 using kernels::TStructure;
 
-enum class DType { F32, BF16, F16 };
-size_t dtype_bytes(DType t);
-const char* dtype_name(DType t);
 const char* structure_name(TStructure s);
 
 // One linear layer's summary of one segment, all value heads.
@@ -46,27 +44,32 @@ int lowrank_max_tokens(int dk);
 // Bytes of one summary: T in structure st (rank for LowRank) plus S, per layer.
 size_t summary_bytes(TStructure st, int heads, int dk, int dv, int rank, DType dt);
 
+// Every operation below runs its ops on the backend `be`; the summaries' arrays are host
+// vectors today, so `be` must compute on the host (host_backend()) until they move to Tensors.
+
 // Runs the layer's chunked kernel over the segment from a zero state; out [T, Hv, dv]
 // (nullable) receives the layer's ordinary outputs, so the summary comes with the prefill.
-LinearSummary summarize(const FamilySpec& spec, const FamilyDims& d, const FamilyInputs& in,
-                        float* out = nullptr, TForm form = TForm::Auto, int chunk = 64);
+LinearSummary summarize(const kernels::Backend& be, const FamilySpec& spec, const FamilyDims& d,
+                        const FamilyInputs& in, float* out = nullptr, TForm form = TForm::Auto,
+                        int chunk = 64);
 
 // state [H, dk, dv] ← T · state + S(C|0).
-void apply(const LinearSummary& sum, float* state);
+void apply(const kernels::Backend& be, const LinearSummary& sum, float* state);
 // Baseline without T (pic-addition mode): state ← state + S(C|0).
-void apply_addition(const LinearSummary& sum, float* state);
+void apply_addition(const kernels::Backend& be, const LinearSummary& sum, float* state);
 // The summary of `first` followed by `second`: T = T2·T1, S = T2·S1 + S2.
-LinearSummary chain(const LinearSummary& first, const LinearSummary& second);
+LinearSummary chain(const kernels::Backend& be, const LinearSummary& first,
+                    const LinearSummary& second);
 // The same summary with T materialised in `to` (Scalar → Diagonal → Dense, LowRank → Dense).
-LinearSummary convert(const LinearSummary& sum, TStructure to);
+LinearSummary convert(const kernels::Backend& be, const LinearSummary& sum, TStructure to);
 
-// Batched over layers and heads in one parallel loop: states[l] ← T_l · states[l] + S_l.
-void apply_layers(const std::vector<const LinearSummary*>& sums, const std::vector<float*>& states,
-                  bool addition = false);
+// Batched over layers and heads in one op: states[l] ← T_l · states[l] + S_l.
+void apply_layers(const kernels::Backend& be, const std::vector<const LinearSummary*>& sums,
+                  const std::vector<float*>& states, bool addition = false);
 
 // Moves a summary computed with keys rotated at offset 0 to offset p (MATH.md §4):
 // S ← R_p S, and T ← R_p T R_pᵀ (unchanged for Scalar). Diagonal T must be equal on each
 // rotary pair; a LowRank T with a non-uniform diagonal part is made Dense first.
-void rerotate(LinearSummary& sum, const kernels::Rotary& r, int64_t p);
+void rerotate(const kernels::Backend& be, LinearSummary& sum, const kernels::Rotary& r, int64_t p);
 
 }  // namespace hypic::pic

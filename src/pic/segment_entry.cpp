@@ -83,13 +83,12 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       s.dk = dk;
       s.dv = dv;
       s.tokens = n - w;
-      s.t = std::move(lc.transition.vec());
-      s.s = std::move(lc.state.vec());
+      s.t = lc.transition.take_vector();
+      s.s = lc.state.take_vector();
       if (w > 0)  // S(R|0) = S_n − T_R · S_w, head by head
-        for (int h = 0; h < Hv; ++h)
-          kernels::gemm(false, false, dk, dv, dk, -1.0f, s.t.data() + size_t(h) * dk * dk, dk,
-                        state_w[l].data() + size_t(h) * dk * dv, dv, 1.0f,
-                        s.s.data() + size_t(h) * dk * dv, dv);
+        model.backend().gemm_strided_batched(
+            false, false, dk, dv, dk, -1.0f, s.t.data(), dk, int64_t(dk) * dk, state_w[l].data(),
+            dv, int64_t(dk) * dv, 1.0f, s.s.data(), dv, int64_t(dk) * dv, Hv);
       le.conv = std::move(lc.conv);
       entry.linear.push_back(std::move(le));
     } else {
@@ -108,10 +107,8 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    Tensor t({s.heads, s.dk, s.dk});
-    t.vec() = s.t;
-    Tensor st({s.heads, s.dk, s.dv});
-    st.vec() = s.s;
+    Tensor t = Tensor::from_vector({s.heads, s.dk, s.dk}, s.t);
+    Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
     out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
@@ -162,8 +159,8 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       s.dk = static_cast<int>(dk);
       s.dv = static_cast<int>(dv);
       s.tokens = n - w;
-      s.t = std::move(take(stored, linear_name(l, "T"), {Hv, dk, dk}).vec());
-      s.s = std::move(take(stored, linear_name(l, "S"), {Hv, dk, dv}).vec());
+      s.t = take(stored, linear_name(l, "T"), {Hv, dk, dk}).take_vector();
+      s.s = take(stored, linear_name(l, "S"), {Hv, dk, dv}).take_vector();
       le.conv = take(stored, linear_name(l, "conv"),
                      {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
       entry.linear.push_back(std::move(le));
@@ -179,8 +176,8 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   return entry;
 }
 
-void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype) {
-  if (dtype == store::StoreDtype::kF32) return;
+void round_to_dtype(SegmentEntry& entry, DType dtype) {
+  if (dtype == DType::F32) return;
   auto round = [&](float* x, size_t n) {
     store::round_in_place(dtype, x, n);
     stats::count_entry_copy(n * sizeof(float));

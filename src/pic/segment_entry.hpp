@@ -52,6 +52,6 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
 
 // Rounds every array of `entry` to what the store keeps in `dtype`, so an entry used right
 // after it is computed composes exactly as it will when read back.
-void round_to_dtype(SegmentEntry& entry, store::StoreDtype dtype);
+void round_to_dtype(SegmentEntry& entry, DType dtype);
 
 }  // namespace hypic::pic

@@ -66,27 +66,11 @@ const Tensor& Entry::at(const std::string& name) const {
               "' (it has: " + (names.empty() ? std::string("none") : names) + ")");
 }
 
-std::string dtype_name(StoreDtype dtype) {
-  switch (dtype) {
-    case StoreDtype::kF32:
-      return "f32";
-    case StoreDtype::kBF16:
-      return "bf16";
-    case StoreDtype::kF16:
-      return "f16";
-  }
-  return "unknown";
-}
-
-StoreDtype parse_dtype(const std::string& text) {
-  if (text == "f32" || text == "float32") return StoreDtype::kF32;
-  if (text == "bf16" || text == "bfloat16") return StoreDtype::kBF16;
-  if (text == "f16" || text == "float16") return StoreDtype::kF16;
+DType parse_dtype(const std::string& text) {
+  if (text == "f32" || text == "float32") return DType::F32;
+  if (text == "bf16" || text == "bfloat16") return DType::BF16;
+  if (text == "f16" || text == "float16") return DType::F16;
   throw Error("unknown store dtype '" + text + "': choose f32, bf16 or f16");
-}
-
-size_t dtype_bytes(StoreDtype dtype) {
-  return dtype == StoreDtype::kF32 ? 4 : 2;
 }
 
 uint16_t f32_to_bf16(float value) {
@@ -134,36 +118,45 @@ float f16_to_f32(uint16_t bits) {
   return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-void encode(StoreDtype dtype, const float* src, size_t n, void* dst) {
-  if (dtype == StoreDtype::kF32) {
+namespace {
+void check_store_dtype(DType dtype) {
+  require(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+          std::string("the segment store keeps f32, bf16 or f16, not ") + dtype_name(dtype));
+}
+}  // namespace
+
+void encode(DType dtype, const float* src, size_t n, void* dst) {
+  check_store_dtype(dtype);
+  if (dtype == DType::F32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
   auto* out = static_cast<uint16_t*>(dst);
-  if (dtype == StoreDtype::kBF16) {
+  if (dtype == DType::BF16) {
     for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
   } else {
     for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
   }
 }
 
-void decode(StoreDtype dtype, const void* src, size_t n, float* dst) {
-  if (dtype == StoreDtype::kF32) {
+void decode(DType dtype, const void* src, size_t n, float* dst) {
+  check_store_dtype(dtype);
+  if (dtype == DType::F32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
   const auto* in = static_cast<const uint16_t*>(src);
-  if (dtype == StoreDtype::kBF16) {
+  if (dtype == DType::BF16) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
   } else {
     for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(in[i]);
   }
 }
 
-void round_in_place(StoreDtype dtype, float* x, size_t n) {
-  if (dtype == StoreDtype::kBF16) {
+void round_in_place(DType dtype, float* x, size_t n) {
+  if (dtype == DType::BF16) {
     for (size_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
-  } else if (dtype == StoreDtype::kF16) {
+  } else if (dtype == DType::F16) {
     for (size_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
   }
 }

@@ -37,13 +37,11 @@ struct EntryView {
 };
 EntryView view_of(const Entry& entry);
 
-// Element type of a store's payload. Every array is converted on write and read back as f32.
-enum class StoreDtype { kF32, kBF16, kF16 };
-
-std::string dtype_name(StoreDtype dtype);  // "f32", "bf16", "f16"
+// Element type of a store's payload: DType::F32, BF16 or F16 (hypic/tensor.hpp). Every array
+// is converted on write and read back as f32. The file records dtype_name(dtype) ("f32",
+// "bf16", "f16") and dtype_size(dtype) bytes per element.
 // Parses "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"; throws naming the choices.
-StoreDtype parse_dtype(const std::string& text);
-size_t dtype_bytes(StoreDtype dtype);
+DType parse_dtype(const std::string& text);
 
 // Round-to-nearest-even conversions. NaN stays NaN (quiet), overflow becomes infinity,
 // f16 keeps subnormals.
@@ -52,11 +50,11 @@ float bf16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 float f16_to_f32(uint16_t bits);
 
-// Converts n floats into the stored representation (little-endian bytes, n * dtype_bytes).
-void encode(StoreDtype dtype, const float* src, size_t n, void* dst);
-void decode(StoreDtype dtype, const void* src, size_t n, float* dst);
+// Converts n floats into the stored representation (little-endian bytes, n * dtype_size).
+void encode(DType dtype, const float* src, size_t n, void* dst);
+void decode(DType dtype, const void* src, size_t n, float* dst);
 // x ← decode(encode(x)) for n floats, in one pass and in place: what the store will return.
-void round_in_place(StoreDtype dtype, float* x, size_t n);
+void round_in_place(DType dtype, float* x, size_t n);
 
 // The key of the entry for `tokens` computed by the model `model_fingerprint` with junction
 // width `junction`: FNV-1a 128 (checksum.hpp) over

@@ -5,7 +5,7 @@
 namespace hypic::store {
 
 SegmentStore open_for_writing(const std::string& path, const std::string& fingerprint,
-                              int junction_code, StoreDtype dtype, bool sync_to_disk) {
+                              int junction_code, DType dtype, bool sync_to_disk) {
   if (!std::filesystem::exists(path)) {
     StoreOptions o;
     o.model_fingerprint = fingerprint;

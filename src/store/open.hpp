@@ -9,6 +9,6 @@
 namespace hypic::store {
 
 SegmentStore open_for_writing(const std::string& path, const std::string& fingerprint,
-                              int junction_code, StoreDtype dtype, bool sync_to_disk = false);
+                              int junction_code, DType dtype, bool sync_to_disk = false);
 
 }  // namespace hypic::store

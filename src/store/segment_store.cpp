@@ -110,9 +110,9 @@ h5::Handle name_type() {
 
 // The payload element type on disk. f16 is an IEEE half that h5py reads as numpy.float16;
 // bf16 has no HDF5 or numpy type, so it is stored as its raw 16 bits (uint16).
-h5::Handle payload_file_type(StoreDtype dtype) {
-  if (dtype == StoreDtype::kF32) return h5::Handle(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
-  if (dtype == StoreDtype::kBF16) return h5::Handle(H5Tcopy(H5T_STD_U16LE), H5Tclose);
+h5::Handle payload_file_type(DType dtype) {
+  if (dtype == DType::F32) return h5::Handle(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+  if (dtype == DType::BF16) return h5::Handle(H5Tcopy(H5T_STD_U16LE), H5Tclose);
   hid_t t = H5Tcopy(H5T_IEEE_F32LE);
   H5Tset_fields(t, 15, 10, 5, 0, 10);
   H5Tset_size(t, 2);
@@ -121,9 +121,9 @@ h5::Handle payload_file_type(StoreDtype dtype) {
 }
 
 // Memory type to read and write payload bytes without any HDF5 conversion.
-h5::Handle payload_memory_type(StoreDtype dtype) {
-  if (dtype == StoreDtype::kF32) return h5::Handle(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose);
-  if (dtype == StoreDtype::kBF16) return h5::Handle(H5Tcopy(H5T_NATIVE_UINT16), H5Tclose);
+h5::Handle payload_memory_type(DType dtype) {
+  if (dtype == DType::F32) return h5::Handle(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose);
+  if (dtype == DType::BF16) return h5::Handle(H5Tcopy(H5T_NATIVE_UINT16), H5Tclose);
   return payload_file_type(dtype);
 }
 
@@ -261,7 +261,7 @@ struct SegmentStore::Impl {
     names_ds = file.open_dataset("array_names");
     commit = file.open_dataset("commit");
     payload_mem = payload_memory_type(options.dtype);
-    element_bytes = dtype_bytes(options.dtype);
+    element_bytes = dtype_size(options.dtype);
   }
 
   void read_attributes() {
@@ -558,9 +558,9 @@ SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& o
     h5::Handle stored = payload_file_type(options.dtype);
     h5::Dataset payload = file.create_dataset("payload", stored.id(), {0}, blob);
     payload.set_string_attribute(
-        "encoding", options.dtype == StoreDtype::kBF16
+        "encoding", options.dtype == DType::BF16
                         ? "bfloat16 bits: float32 = uint32(value) << 16"
-                        : (options.dtype == StoreDtype::kF16 ? "IEEE float16" : "IEEE float32"));
+                        : (options.dtype == DType::F16 ? "IEEE float16" : "IEEE float32"));
     h5::DatasetOptions table = blob;
     table.chunk = {kEntryChunk};
     h5::Handle entry_type = entry_row_type();
@@ -660,7 +660,7 @@ const std::string& SegmentStore::model_fingerprint() const {
 int SegmentStore::junction() const {
   return impl_->options.junction;
 }
-StoreDtype SegmentStore::dtype() const {
+DType SegmentStore::dtype() const {
   return impl_->options.dtype;
 }
 bool SegmentStore::writable() const {

@@ -28,7 +28,7 @@ inline constexpr int kStoreFormatVersion = 1;
 struct StoreOptions {
   std::string model_fingerprint;
   int junction = 8;
-  StoreDtype dtype = StoreDtype::kBF16;
+  DType dtype = DType::BF16;
   // fsync after each commit: survives power loss, not only a killed process. Costs a disk
   // round trip per entry.
   bool sync_to_disk = false;
@@ -72,7 +72,7 @@ struct VerifyReport {
 struct StoreStats {
   std::string model_fingerprint;
   int junction = 0;
-  StoreDtype dtype = StoreDtype::kF32;
+  DType dtype = DType::F32;
   int format_version = 0;
   uint64_t entries = 0;
   uint64_t tokens = 0;
@@ -103,7 +103,7 @@ class SegmentStore {
   const std::string& path() const;
   const std::string& model_fingerprint() const;
   int junction() const;
-  StoreDtype dtype() const;
+  DType dtype() const;
   bool writable() const;
 
   // The key for these tokens under this store's model and junction width.

@@ -34,7 +34,7 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-SegmentStore new_store(const fs::path& path, const std::string& fp, hypic::store::StoreDtype dt) {
+SegmentStore new_store(const fs::path& path, const std::string& fp, hypic::DType dt) {
   hypic::store::StoreOptions o;
   o.model_fingerprint = fp;
   o.junction = 4;
@@ -71,9 +71,9 @@ TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
     return;
   }
   const fs::path dir = scratch("warmup");
-  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kF32);
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::DType::F32);
   const auto r1 = hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, docs, &one, opt);
-  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kF32);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::DType::F32);
   // Half the corpus is there already: those entries are skipped, the rest computed.
   const std::vector<std::vector<int32_t>> half(docs.begin(), docs.begin() + 4);
   hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, half, &many, opt);
@@ -95,7 +95,7 @@ TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
     ASSERT_EQ(a->arrays.size(), b->arrays.size()) << k;
     for (const auto& [name, t] : a->arrays) {
       ASSERT_TRUE(b->arrays.count(name)) << name;
-      expect_same_bits(t.vec(), b->arrays.at(name).vec(), k + " " + name);
+      expect_same_bits(t.to_vector(), b->arrays.at(name).to_vector(), k + " " + name);
     }
   }
   one.close();
@@ -136,8 +136,8 @@ TEST(Distributed, ServeAnswersAndLogitsDoNotDependOnTheNumberOfRanks) {
     queries.push_back(query);
   }
   const fs::path dir = scratch("serve");
-  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kBF16);
-  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::DType::BF16);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::DType::BF16);
   Engine reference(model, fp, eo, &one);
   Engine spread(model, fp, eo, &many);
   hypic::cluster::RemoteColdSource cold(comm.get(), model,
@@ -185,8 +185,8 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
     q->max_new_tokens = 3;
   }
   const fs::path dir = scratch("prefetch");
-  SegmentStore one = new_store(dir / "one.h5", fp, hypic::store::StoreDtype::kBF16);
-  SegmentStore many = new_store(dir / "many.h5", fp, hypic::store::StoreDtype::kBF16);
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::DType::BF16);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::DType::BF16);
   hypic::cluster::WarmupOptions wo;
   wo.junction = eo.junction;
   wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
@@ -262,7 +262,7 @@ TEST(Distributed, RankZeroCopiesOfAColdEntry) {
   q.question = {1, 2, 3};
   q.max_new_tokens = 1;
   const fs::path dir = scratch("copies");
-  SegmentStore st = new_store(dir / "s.h5", fp, hypic::store::StoreDtype::kBF16);
+  SegmentStore st = new_store(dir / "s.h5", fp, hypic::DType::BF16);
   Engine engine(model, fp, eo, &st);
   hypic::cluster::RemoteColdSource cold(comm.get(), model,
                                         hypic::cluster::CostModel(0.0, 1.0, 0.0));

@@ -20,6 +20,7 @@
 
 namespace {
 namespace fs = std::filesystem;
+using hypic::DType;
 using hypic::Tensor;
 using namespace hypic::model;
 using nlohmann::json;

@@ -24,6 +24,7 @@
 #include "temp_path.hpp"
 
 namespace {
+using hypic::DType;
 using test_util::read_bytes;
 using test_util::TempDir;
 namespace fs = std::filesystem;
@@ -92,7 +93,7 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b,
     const Tensor& y = *fb[i].second;
     ASSERT_EQ(x.shape(), y.shape()) << fa[i].first;
     if (!round) {
-      ASSERT_EQ(x.vec(), y.vec()) << fa[i].first;
+      ASSERT_EQ(x.to_vector(), y.to_vector()) << fa[i].first;
     } else {
       for (int64_t k = 0; k < x.numel(); ++k)
         ASSERT_EQ(round(x[k]), y[k]) << fa[i].first << "[" << k << "]";
@@ -112,7 +113,7 @@ void rewrite(const std::string& golden_name, const std::string& dst,
   edit(tensors);
   std::vector<NamedTensor> named;
   for (const auto& kv : tensors) named.push_back({kv.first, &kv.second});
-  write_safetensors(dst + "/model.safetensors", named, DType::F32);
+  write_safetensors(dst + "/model.safetensors", named, hypic::DType::F32);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -277,9 +278,10 @@ TEST(Checkpoint, FusedExpertStacksAreAccepted) {
         const std::string q = p + std::to_string(e) + ".";
         const Tensor g = t.at(q + "gate_proj.weight"), u = t.at(q + "up_proj.weight"),
                      d = t.at(q + "down_proj.weight");
-        std::copy(g.vec().begin(), g.vec().end(), gu.vec().begin() + e * 2 * I * H);
-        std::copy(u.vec().begin(), u.vec().end(), gu.vec().begin() + e * 2 * I * H + I * H);
-        std::copy(d.vec().begin(), d.vec().end(), dn.vec().begin() + e * H * I);
+        std::copy(g.values().begin(), g.values().end(), gu.values().begin() + e * 2 * I * H);
+        std::copy(u.values().begin(), u.values().end(),
+                  gu.values().begin() + e * 2 * I * H + I * H);
+        std::copy(d.values().begin(), d.values().end(), dn.values().begin() + e * H * I);
         for (const char* w : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"})
           t.erase(q + w);
       }
@@ -335,7 +337,7 @@ TEST(Checkpoint, SaveThenLoadGivesIdenticalWeights) {
     const LoadedModel m = load_checkpoint(d);
     EXPECT_EQ(m.config.to_json(), c.to_json());
     expect_same_weights(w, m.weights);
-    save_checkpoint(d, c, w, DType::BF16);  // overwrites in place
+    save_checkpoint(d, c, w, hypic::DType::BF16);  // overwrites in place
     expect_same_weights(w, load_checkpoint(d).weights,
                         [](float x) { return bf16_to_f32(f32_to_bf16(x)); });
     EXPECT_EQ(load_checkpoint(d).dtype, "bf16");
@@ -350,20 +352,20 @@ TEST(Checkpoint, GoldenSurvivesSaveAndLoad) {
               "scripts/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const LoadedModel a = load_checkpoint(kGolden + "/qwen3_next");
-  save_checkpoint(tmp.file("m"), a.config, a.weights, DType::F32);
+  save_checkpoint(tmp.file("m"), a.config, a.weights, hypic::DType::F32);
   expect_same_weights(a.weights, load_checkpoint(tmp.file("m")).weights);
   SafetensorsFile orig(kGolden + "/qwen3_next/model.safetensors");
   SafetensorsFile ours(tmp.file("m") + "/model.safetensors");
   ASSERT_EQ(orig.tensors().size(), ours.tensors().size());
   for (const auto& kv : orig.tensors())
-    EXPECT_EQ(orig.read(kv.first).vec(), ours.read(kv.first).vec()) << kv.first;
+    EXPECT_EQ(orig.read(kv.first).to_vector(), ours.read(kv.first).to_vector()) << kv.first;
 }
 
 TEST(Checkpoint, ShardedSaveLoadsLikeSingleFile) {
   TempDir tmp("hypic-ckpt");
   const ModelConfig c = preset_config(parse_arch("qwen3_next"), "tiny");
   const ModelWeights w = random_weights(c, 5);
-  save_checkpoint(tmp.file("s"), c, w, DType::F32, 200 * 1024);
+  save_checkpoint(tmp.file("s"), c, w, hypic::DType::F32, 200 * 1024);
   EXPECT_TRUE(fs::exists(tmp.file("s") + "/model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(tmp.file("s") + "/model.safetensors"));
   const LoadedModel m = load_checkpoint(tmp.file("s"));
@@ -430,7 +432,7 @@ TEST(Presets, RandomInitIsDeterministicPerSeed) {
     const ModelConfig c = preset_config(parse_arch(arch), "tiny");
     const ModelWeights a = random_weights(c, 7), b = random_weights(c, 7), d = random_weights(c, 8);
     expect_same_weights(a, b);
-    EXPECT_NE(a.embed.vec(), d.embed.vec());
+    EXPECT_NE(a.embed.to_vector(), d.embed.to_vector());
     // Sensible values: finite, zero-centred norms near zero, A_log in [0, log 16].
     for (const auto& [name, t] : flatten(a))
       for (int64_t i = 0; i < t->numel(); ++i) ASSERT_TRUE(std::isfinite((*t)[i])) << name;
@@ -485,10 +487,11 @@ TEST(ModelCommand, InitIsByteIdenticalForASeed) {
               read_bytes(tmp.file("b") + "/config.json"));
     const LoadedModel c = load_checkpoint(tmp.file("c"));
     EXPECT_EQ(c.dtype, "bf16");
-    EXPECT_NE(load_checkpoint(tmp.file("a")).weights.embed.vec(), c.weights.embed.vec());
+    EXPECT_NE(load_checkpoint(tmp.file("a")).weights.embed.to_vector(),
+              c.weights.embed.to_vector());
     // The command writes exactly what the library writes for that seed.
     const ModelConfig cfg = preset_config(parse_arch(arch), "tiny");
-    save_checkpoint(tmp.file("lib"), cfg, random_weights(cfg, 3), DType::F32);
+    save_checkpoint(tmp.file("lib"), cfg, random_weights(cfg, 3), hypic::DType::F32);
     EXPECT_EQ(a, read_bytes(tmp.file("lib") + "/model.safetensors")) << arch;
   }
 }

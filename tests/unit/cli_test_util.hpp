@@ -91,8 +91,8 @@ inline void expect_same_store(const std::string& a_path, const std::string& b_pa
     ASSERT_EQ(ea->arrays.size(), eb->arrays.size()) << k;
     for (const auto& [name, t] : ea->arrays) {
       ASSERT_TRUE(eb->arrays.count(name)) << k << " " << name;
-      const auto& va = t.vec();
-      const auto& vb = eb->arrays.at(name).vec();
+      const std::vector<float> va = t.to_vector();
+      const std::vector<float> vb = eb->arrays.at(name).to_vector();
       ASSERT_EQ(va.size(), vb.size()) << k << " " << name;
       EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0)
           << k << " " << name;

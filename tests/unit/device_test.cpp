@@ -1,10 +1,12 @@
-// The CUDA backend: trusted only against the host kernels (kernels/cuda/device.cu runs each
-// device kernel on random data and compares). Needs a GPU; without one the test says why.
+// The CUDA backend: trusted only against the host backend (kernels/cuda/device.cu runs each
+// device op on random data and compares; the op harness runs the full grid). Needs a GPU; without
+// one the test says why.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 
+#include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
 
 namespace {
@@ -25,7 +27,7 @@ TEST(CudaBackend, EntryPointsLinkAndExplainWhenNotCompiled) {
     return;
   }
   try {
-    hypic::kernels::cuda::rms_norm_zero_centred(nullptr, nullptr, nullptr, 0, 0, 1e-6f);
+    hypic::kernels::cuda_backend().rms_norm_zero_centred(nullptr, nullptr, nullptr, 0, 0, 1e-6f);
     FAIL() << "expected an error from a build without CUDA";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("not compiled with CUDA"), std::string::npos);

@@ -75,7 +75,7 @@ TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
     const Tensor logits = model.prefill(ids, cache, LogitsMode::All);
     const Tensor expect = ref.read("logits_" + t);
     ASSERT_EQ(logits.shape(), expect.shape());
-    const float diff = max_abs_diff(logits.data(), expect.data(), expect.vec().size());
+    const float diff = max_abs_diff(logits.data(), expect.data(), expect.values().size());
     std::printf("[ golden   ] %-16s T=%-3d max|logit diff| = %.3g\n", name.c_str(), T, diff);
     EXPECT_LE(diff, kLogitTol) << name << " T=" << T;
 
@@ -134,8 +134,8 @@ TEST_P(CacheContract, SplitPrefillEqualsOnePass) {
   EXPECT_EQ(split.n_tokens, 40);
   const Tensor second = model.prefill({ids.begin() + 40, ids.end()}, split, LogitsMode::All);
   EXPECT_EQ(split.n_tokens, 70);
-  EXPECT_LE(max_abs_diff(first.data(), all.data(), first.vec().size()), 1e-5f);
-  EXPECT_LE(max_abs_diff(second.data(), all.data() + 40 * V, second.vec().size()), 1e-4f);
+  EXPECT_LE(max_abs_diff(first.data(), all.data(), first.values().size()), 1e-5f);
+  EXPECT_LE(max_abs_diff(second.data(), all.data() + 40 * V, second.values().size()), 1e-4f);
 
   // The caches agree too: states, conv tails, K and V.
   for (size_t l = 0; l < whole.layers.size(); ++l) {
@@ -144,14 +144,14 @@ TEST_P(CacheContract, SplitPrefillEqualsOnePass) {
     for (const auto& [x, y] :
          {std::pair{&a.state, &b.state}, {&a.conv, &b.conv}, {&a.k, &b.k}, {&a.v, &b.v}}) {
       ASSERT_EQ(x->shape(), y->shape()) << "layer " << l;
-      EXPECT_LE(max_abs_diff(x->data(), y->data(), x->vec().size()), 5e-5f) << "layer " << l;
+      EXPECT_LE(max_abs_diff(x->data(), y->data(), x->values().size()), 5e-5f) << "layer " << l;
     }
   }
 
   model.set_max_block_tokens(64);
   InferenceCache blocks = model.new_cache();
   const Tensor blocked = model.prefill(ids, blocks, LogitsMode::All);
-  EXPECT_LE(max_abs_diff(blocked.data(), all.data(), all.vec().size()), 1e-4f);
+  EXPECT_LE(max_abs_diff(blocked.data(), all.data(), all.values().size()), 1e-4f);
   InferenceCache last_only = model.new_cache();
   const Tensor last = model.prefill(ids, last_only, LogitsMode::Last);
   ASSERT_EQ(last.dim(0), 1);

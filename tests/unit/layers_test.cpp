@@ -91,13 +91,15 @@ TEST(GdnLayer, MatchesNaiveRecurrenceWithConvStateAndCache) {
 
   InferenceCache cache = InferenceCache::empty(c);
   LayerCache& lc = cache.layers[static_cast<size_t>(l)];
-  lc.state.vec() = randn(lc.state.vec().size(), 4, 0.3f);  // a non-empty incoming state
-  lc.conv.vec() = randn(lc.conv.vec().size(), 5);
-  const std::vector<double> S0 = to_double(lc.state.vec()), conv0 = to_double(lc.conv.vec());
+  lc.state = Tensor::from_vector(
+      lc.state.shape(), randn(lc.state.values().size(), 4, 0.3f));  // a non-empty incoming state
+  lc.conv = Tensor::from_vector(lc.conv.shape(), randn(lc.conv.values().size(), 5));
+  const std::vector<double> S0 = to_double(lc.state.to_vector()),
+                            conv0 = to_double(lc.conv.to_vector());
   const auto x = randn(static_cast<size_t>(T) * hidden, 6);
   std::vector<float> out(x.size(), 0.0f);
   Workspace ws;
-  gdn_layer(c, w, x.data(), out.data(), T, lc, ws);
+  gdn_layer(hypic::kernels::host_backend(), c, w, x.data(), out.data(), T, lc, ws);
 
   // Naive reference.
   const auto xd = to_double(x);
@@ -160,9 +162,9 @@ TEST(GdnLayer, MatchesNaiveRecurrenceWithConvStateAndCache) {
   }
   const auto expect = matmul_t(normed, w.out_proj, T, vd, 0, hidden);
   EXPECT_LT(max_diff(out, expect), 2e-4);
-  EXPECT_LT(max_diff(lc.state.vec(), S), 1e-4);
+  EXPECT_LT(max_diff(lc.state.to_vector(), S), 1e-4);
   std::vector<double> tail(u.end() - static_cast<long>((K - 1) * C), u.end());
-  EXPECT_LT(max_diff(lc.conv.vec(), tail), 1e-6);
+  EXPECT_LT(max_diff(lc.conv.to_vector(), tail), 1e-6);
 }
 
 TEST(AttentionLayer, SecondBlockMatchesNaiveOverWholePrefix) {
@@ -180,10 +182,13 @@ TEST(AttentionLayer, SecondBlockMatchesNaiveOverWholePrefix) {
   Workspace ws;
   std::vector<float> out1(static_cast<size_t>(T1) * hidden, 0.0f),
       out2(static_cast<size_t>(T2) * hidden, 0.0f);
-  attention_layer(c, w, x.data(), out1.data(), T1, 0, lc, ws);
-  attention_layer(c, w, x.data() + static_cast<size_t>(T1) * hidden, out2.data(), T2, T1, lc, ws);
+  attention_layer(hypic::kernels::host_backend(), c, w, x.data(), out1.data(), T1, 0, lc, ws);
+  attention_layer(hypic::kernels::host_backend(), c, w, x.data() + static_cast<size_t>(T1) * hidden,
+                  out2.data(), T2, T1, lc, ws);
   EXPECT_EQ(lc.kv_tokens(), T);
-  EXPECT_THROW(attention_layer(c, w, x.data(), out1.data(), 1, 3, lc, ws), hypic::Error);
+  EXPECT_THROW(
+      attention_layer(hypic::kernels::host_backend(), c, w, x.data(), out1.data(), 1, 3, lc, ws),
+      hypic::Error);
 
   const auto xd = to_double(x);
   const auto qg = matmul_t(xd, w.q_proj, T, hidden, 0, H * 2 * hd);
@@ -208,8 +213,8 @@ TEST(AttentionLayer, SecondBlockMatchesNaiveOverWholePrefix) {
   };
   rope(q, H);
   rope(k, Hkv);
-  EXPECT_LT(max_diff(lc.k.vec(), k), 1e-4);
-  EXPECT_LT(max_diff(lc.v.vec(), v), 1e-5);
+  EXPECT_LT(max_diff(lc.k.to_vector(), k), 1e-4);
+  EXPECT_LT(max_diff(lc.v.to_vector(), v), 1e-5);
   std::vector<double> attn(static_cast<size_t>(T) * H * hd);
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
@@ -258,7 +263,7 @@ TEST(MlpLayer, DenseSwigluAddsIntoResidual) {
   const auto res = randn(static_cast<size_t>(T) * hidden, 12);
   std::vector<float> out = res;
   Workspace ws;
-  mlp_layer(w, x.data(), out.data(), T, hidden, ws);
+  mlp_layer(hypic::kernels::host_backend(), w, x.data(), out.data(), T, hidden, ws);
   const auto xd = to_double(x);
   std::vector<double> expect(out.size());
   for (int t = 0; t < T; ++t) {
@@ -278,7 +283,7 @@ TEST(MoeLayer, MatchesNaivePerTokenRouting) {
   const auto x = randn(static_cast<size_t>(T) * hidden, 14);
   std::vector<float> out(x.size(), 0.0f);
   Workspace ws;
-  moe_layer(c, w, x.data(), out.data(), T, ws);
+  moe_layer(hypic::kernels::host_backend(), c, w, x.data(), out.data(), T, ws);
 
   const auto xd = to_double(x);
   std::vector<double> expect(out.size(), 0.0);

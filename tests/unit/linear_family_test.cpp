@@ -195,18 +195,20 @@ TEST_P(FamilyMember, CompositionEqualsSequentialRun) {
     int t0 = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
       const int n = pieces[i];
-      const pic::LinearSummary sum = pic::summarize(seq.spec, seq.dims(n), seq.at(t0));
+      const pic::LinearSummary sum =
+          pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(n), seq.at(t0));
       const pic::LinearSummary natural =
-          pic::summarize(seq.spec, seq.dims(n), seq.at(t0), nullptr, pic::TForm::Natural);
+          pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(n), seq.at(t0), nullptr,
+                         pic::TForm::Natural);
       EXPECT_EQ(natural.structure, kn::natural_structure(seq.spec));
-      pic::apply(sum, composed.data());
-      pic::apply(natural, composed_dense.data());
-      pic::apply_addition(sum, added.data());
-      pic::apply_addition(sum, added0.data());
-      chained = i == 0 ? sum : pic::chain(chained, sum);
+      pic::apply(hypic::kernels::host_backend(), sum, composed.data());
+      pic::apply(hypic::kernels::host_backend(), natural, composed_dense.data());
+      pic::apply_addition(hypic::kernels::host_backend(), sum, added.data());
+      pic::apply_addition(hypic::kernels::host_backend(), sum, added0.data());
+      chained = i == 0 ? sum : pic::chain(hypic::kernels::host_backend(), chained, sum);
       t0 += n;
     }
-    pic::apply(chained, chained_run.data());
+    pic::apply(hypic::kernels::host_backend(), chained, chained_run.data());
 
     const double ec = rel_err(composed, truth), eh = rel_err(chained_run, truth);
     const double ed = rel_err(composed_dense, truth), ea = rel_err(added, truth);
@@ -247,35 +249,38 @@ TEST(FamilyLowRank, MatchesDenseAndChains) {
     int t0 = 0;
     pic::LinearSummary chain_lr, chain_dense;
     for (int n : {1, 2, 17, 9, 31}) {
-      const auto lr =
-          pic::summarize(seq.spec, seq.dims(n), seq.at(t0), nullptr, pic::TForm::LowRank);
-      const auto dn =
-          pic::summarize(seq.spec, seq.dims(n), seq.at(t0), nullptr, pic::TForm::Natural);
+      const auto lr = pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(n),
+                                     seq.at(t0), nullptr, pic::TForm::LowRank);
+      const auto dn = pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(n),
+                                     seq.at(t0), nullptr, pic::TForm::Natural);
       ASSERT_EQ(lr.structure, TStructure::LowRank);
       ASSERT_EQ(lr.rank, n);
-      const auto lr_dense = pic::convert(lr, TStructure::Dense);
+      const auto lr_dense = pic::convert(hypic::kernels::host_backend(), lr, TStructure::Dense);
       worst = std::max({worst, rel_err(lr_dense.t, dn.t), rel_err(lr.s, dn.s)});
-      chain_lr = t0 == 0 ? lr : pic::chain(chain_lr, lr);
-      chain_dense = t0 == 0 ? dn : pic::chain(chain_dense, dn);
+      chain_lr = t0 == 0 ? lr : pic::chain(hypic::kernels::host_backend(), chain_lr, lr);
+      chain_dense = t0 == 0 ? dn : pic::chain(hypic::kernels::host_backend(), chain_dense, dn);
       t0 += n;
     }
     EXPECT_LE(worst, 1e-5) << kn::member_name(m);
     // 1 + 2 + 17 + 9 = 29 ≤ lowrank_max_tokens(64) = 31 stays low rank; + 31 does not.
     EXPECT_EQ(chain_dense.structure, TStructure::Dense);
-    const auto c = pic::convert(chain_lr, TStructure::Dense);
+    const auto c = pic::convert(hypic::kernels::host_backend(), chain_lr, TStructure::Dense);
     EXPECT_LE(rel_err(c.t, chain_dense.t), 1e-5) << kn::member_name(m);
     EXPECT_LE(rel_err(c.s, chain_dense.s), 1e-5) << kn::member_name(m);
     std::printf("[ family ] %-16s WY vs dense: max rel err %.3g\n", kn::member_name(m), worst);
   }
   const Sequence seq = make_sequence(Member::GatedDeltaNet, 30, 78);
-  auto a = pic::summarize(seq.spec, seq.dims(10), seq.at(0), nullptr, pic::TForm::LowRank);
-  auto b = pic::summarize(seq.spec, seq.dims(20), seq.at(10), nullptr, pic::TForm::LowRank);
-  const auto ab = pic::chain(a, b);
+  auto a = pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(10), seq.at(0),
+                          nullptr, pic::TForm::LowRank);
+  auto b = pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(20), seq.at(10),
+                          nullptr, pic::TForm::LowRank);
+  const auto ab = pic::chain(hypic::kernels::host_backend(), a, b);
   EXPECT_EQ(ab.structure, TStructure::LowRank);
   EXPECT_EQ(ab.rank, 30);
-  const auto whole =
-      pic::summarize(seq.spec, seq.dims(30), seq.at(0), nullptr, pic::TForm::Natural);
-  EXPECT_LE(rel_err(pic::convert(ab, TStructure::Dense).t, whole.t), 1e-5);
+  const auto whole = pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(30),
+                                    seq.at(0), nullptr, pic::TForm::Natural);
+  EXPECT_LE(rel_err(pic::convert(hypic::kernels::host_backend(), ab, TStructure::Dense).t, whole.t),
+            1e-5);
 }
 
 // Keys rotated at positions p + t: the summary computed at offset 0 and re-rotated by p equals
@@ -304,16 +309,18 @@ TEST(FamilyRerotation, EqualsRecomputingAtNewOffset) {
         kn::rotary_rotate(c.rot, s.k.data() + static_cast<size_t>(t) * kHk * kDk, kHk, kDk, kDk,
                           p + t);
       }
-      return pic::summarize(s.spec, s.dims(c.n), s.at(0), nullptr, c.form);
+      return pic::summarize(hypic::kernels::host_backend(), s.spec, s.dims(c.n), s.at(0), nullptr,
+                            c.form);
     };
     for (int64_t p : {int64_t{37}, int64_t{4096}}) {
       pic::LinearSummary moved = at_offset(0);
       const pic::LinearSummary direct = at_offset(p);
-      pic::rerotate(moved, c.rot, p);
+      pic::rerotate(hypic::kernels::host_backend(), moved, c.rot, p);
       const TStructure cmp =
           direct.structure == TStructure::LowRank ? TStructure::Dense : direct.structure;
       const double es = rel_err(moved.s, direct.s);
-      const double et = rel_err(pic::convert(moved, cmp).t, pic::convert(direct, cmp).t);
+      const double et = rel_err(pic::convert(hypic::kernels::host_backend(), moved, cmp).t,
+                                pic::convert(hypic::kernels::host_backend(), direct, cmp).t);
       EXPECT_LE(es, 1e-5) << kn::member_name(c.m) << " p=" << p;
       EXPECT_LE(et, 1e-5) << kn::member_name(c.m) << " p=" << p;
       // Without re-rotation the summary is wrong by far more.
@@ -327,7 +334,8 @@ TEST(FamilyApply, BatchedOverLayersEqualsOneByOne) {
   std::vector<pic::LinearSummary> sums;
   for (Member m : {Member::RetNet, Member::GLA, Member::GatedDeltaNet, Member::KDA}) {
     const Sequence seq = make_sequence(m, 40, 9);
-    sums.push_back(pic::summarize(seq.spec, seq.dims(40), seq.at(0), nullptr,
+    sums.push_back(pic::summarize(hypic::kernels::host_backend(), seq.spec, seq.dims(40), seq.at(0),
+                                  nullptr,
                                   m == Member::KDA ? pic::TForm::LowRank : pic::TForm::Natural));
   }
   std::vector<std::vector<float>> one(sums.size()), batch(sums.size());
@@ -335,11 +343,11 @@ TEST(FamilyApply, BatchedOverLayersEqualsOneByOne) {
   std::vector<float*> states;
   for (size_t l = 0; l < sums.size(); ++l) {
     one[l] = batch[l] = random_state(static_cast<unsigned>(l));
-    pic::apply(sums[l], one[l].data());
+    pic::apply(hypic::kernels::host_backend(), sums[l], one[l].data());
     ptrs.push_back(&sums[l]);
     states.push_back(batch[l].data());
   }
-  pic::apply_layers(ptrs, states);
+  pic::apply_layers(hypic::kernels::host_backend(), ptrs, states);
   for (size_t l = 0; l < sums.size(); ++l) EXPECT_EQ(one[l], batch[l]) << "layer " << l;
 }
 

@@ -21,18 +21,18 @@ using kn::TStructure;
 TEST(LinearSummary, BytesPerStructureAndDtype) {
   // Qwen3.5 GDN layer: 32 value heads, dk = dv = 128. S alone is 32·128·128 floats.
   const size_t s_floats = 32u * 128 * 128;
-  EXPECT_EQ(pic::summary_bytes(TStructure::Scalar, 32, 128, 128, 0, pic::DType::F32),
+  EXPECT_EQ(pic::summary_bytes(TStructure::Scalar, 32, 128, 128, 0, hypic::DType::F32),
             (s_floats + 32) * 4);
-  EXPECT_EQ(pic::summary_bytes(TStructure::Diagonal, 32, 128, 128, 0, pic::DType::BF16),
+  EXPECT_EQ(pic::summary_bytes(TStructure::Diagonal, 32, 128, 128, 0, hypic::DType::BF16),
             (s_floats + 32 * 128) * 2);
-  EXPECT_EQ(pic::summary_bytes(TStructure::Dense, 32, 128, 128, 0, pic::DType::F16),
+  EXPECT_EQ(pic::summary_bytes(TStructure::Dense, 32, 128, 128, 0, hypic::DType::F16),
             2 * s_floats * 2);
-  EXPECT_EQ(pic::summary_bytes(TStructure::LowRank, 32, 128, 128, 16, pic::DType::F32),
+  EXPECT_EQ(pic::summary_bytes(TStructure::LowRank, 32, 128, 128, 16, hypic::DType::F32),
             (s_floats + 32u * (128 + 2 * 16 * 128)) * 4);
   // Below the threshold the WY form is smaller than dense.
   const int r = pic::lowrank_max_tokens(128);
-  EXPECT_LT(pic::summary_bytes(TStructure::LowRank, 32, 128, 128, r, pic::DType::F32),
-            pic::summary_bytes(TStructure::Dense, 32, 128, 128, 0, pic::DType::F32));
+  EXPECT_LT(pic::summary_bytes(TStructure::LowRank, 32, 128, 128, r, hypic::DType::F32),
+            pic::summary_bytes(TStructure::Dense, 32, 128, 128, 0, hypic::DType::F32));
 }
 
 TEST(LinearSummary, ConvertWidensOnly) {
@@ -43,16 +43,17 @@ TEST(LinearSummary, ConvertWidensOnly) {
   s.dv = 1;
   s.t = {0.5f, 0.25f};
   s.s = {1, 2, 3, 4, 5, 6};
-  const auto d = pic::convert(s, TStructure::Dense);
+  const auto d = pic::convert(hypic::kernels::host_backend(), s, TStructure::Dense);
   EXPECT_EQ(d.t.size(), 18u);
   EXPECT_EQ(d.t[0], 0.5f);
   EXPECT_EQ(d.t[4], 0.5f);
   EXPECT_EQ(d.t[9], 0.25f);
   EXPECT_EQ(d.t[1], 0.0f);
-  EXPECT_THROW(pic::convert(d, TStructure::Scalar), std::invalid_argument);
+  EXPECT_THROW(pic::convert(hypic::kernels::host_backend(), d, TStructure::Scalar),
+               std::invalid_argument);
   std::vector<float> a = {1, 1, 1, 1, 1, 1}, b = a;
-  pic::apply(s, a.data());
-  pic::apply(d, b.data());
+  pic::apply(hypic::kernels::host_backend(), s, a.data());
+  pic::apply(hypic::kernels::host_backend(), d, b.data());
   EXPECT_EQ(a, b);
 }
 
@@ -125,14 +126,24 @@ TEST(LinearSummary, DISABLED_LowRankVersusDense) {
   for (int n : {1, 2, 4, 8, 16, 32, 48, 63, 64, 80, 96, 127}) {
     const kn::FamilyDims d{n, Hk, H, dk, dv};
     pic::LinearSummary dn, lr;
-    const double bd =
-        time([&] { dn = pic::summarize(spec, d, in, nullptr, pic::TForm::Natural, 64); }, 5);
-    const double bl =
-        time([&] { lr = pic::summarize(spec, d, in, nullptr, pic::TForm::LowRank); }, 5);
-    const double ad = time([&] { pic::apply(dn, state.data()); }, 20);
-    const double al = time([&] { pic::apply(lr, state.data()); }, 20);
+    const double bd = time(
+        [&] {
+          dn = pic::summarize(hypic::kernels::host_backend(), spec, d, in, nullptr,
+                              pic::TForm::Natural, 64);
+        },
+        5);
+    const double bl = time(
+        [&] {
+          lr = pic::summarize(hypic::kernels::host_backend(), spec, d, in, nullptr,
+                              pic::TForm::LowRank);
+        },
+        5);
+    const double ad =
+        time([&] { pic::apply(hypic::kernels::host_backend(), dn, state.data()); }, 20);
+    const double al =
+        time([&] { pic::apply(hypic::kernels::host_backend(), lr, state.data()); }, 20);
     std::printf("[ wy ] %6d | %8.3f %7.3f | %8.3f %7.3f | %8.3f %7.3f\n", n, bd, bl, ad, al,
-                dn.bytes(pic::DType::F32) / 1048576.0, lr.bytes(pic::DType::F32) / 1048576.0);
+                dn.bytes(hypic::DType::F32) / 1048576.0, lr.bytes(hypic::DType::F32) / 1048576.0);
   }
 }
 

@@ -36,13 +36,13 @@ Model tiny_model(const std::string& arch = "qwen3_5", uint64_t seed = 7) {
 }
 
 double rel(const Tensor& a, const Tensor& ref) {
-  return hypic::pic::relative_l2(a.data(), ref.data(), ref.vec().size());
+  return hypic::pic::relative_l2(a.data(), ref.data(), ref.values().size());
 }
 
 // prefix, then each segment composed from its entry (junction tokens prefilled first).
 InferenceCache compose(Model& m, const std::vector<int32_t>& prefix,
                        const std::vector<std::vector<int32_t>>& segs, int w, bool addition,
-                       hypic::store::StoreDtype dtype = hypic::store::StoreDtype::kF32) {
+                       hypic::DType dtype = hypic::DType::F32) {
   InferenceCache cache = m.new_cache();
   if (!prefix.empty()) m.prefill(prefix, cache, LogitsMode::Last);
   for (const auto& s : segs) {
@@ -50,7 +50,7 @@ InferenceCache compose(Model& m, const std::vector<int32_t>& prefix,
     hypic::pic::round_to_dtype(e, dtype);
     const int64_t start = cache.n_tokens;
     if (w > 0) m.prefill(std::vector<int32_t>(s.begin(), s.begin() + w), cache, LogitsMode::None);
-    hypic::pic::splice_entry(m.config(), e, start, addition, cache);
+    hypic::pic::splice_entry(m.backend(), m.config(), e, start, addition, cache);
   }
   return cache;
 }
@@ -75,8 +75,8 @@ TEST(PicEngine, FirstLinearLayerComposedStateEqualsRecompute) {
     const InferenceCache full = recompute(m, prefix, segs);
     const InferenceCache w8 = compose(m, prefix, segs, 8, false);
     const InferenceCache w0 = compose(m, prefix, segs, 0, false);
-    const InferenceCache bf16 = compose(m, prefix, segs, 8, false, hypic::store::StoreDtype::kBF16);
-    const InferenceCache f16 = compose(m, prefix, segs, 8, false, hypic::store::StoreDtype::kF16);
+    const InferenceCache bf16 = compose(m, prefix, segs, 8, false, hypic::DType::BF16);
+    const InferenceCache f16 = compose(m, prefix, segs, 8, false, hypic::DType::F16);
     const double e8 = rel(w8.layers[0].state, full.layers[0].state);
     const double e0 = rel(w0.layers[0].state, full.layers[0].state);
     const double eb = rel(bf16.layers[0].state, full.layers[0].state);
@@ -120,7 +120,7 @@ TEST(PicEngine, RerotatedKeysEqualKeysComputedAtTheOffset) {
   std::normal_distribution<float> nd;
   const int n = 37, H = cfg.num_key_value_heads, hd = cfg.head_dim;
   Tensor raw({n, H, hd});
-  for (auto& x : raw.vec()) x = nd(rng);
+  for (auto& x : raw.values()) x = nd(rng);
   const hypic::kernels::RopeDims d{n, H, hd, cfg.rotary_dim(), static_cast<float>(cfg.rope_theta)};
   // Reference: the exact rotation at position q + offset, in double (f32 inverse
   // frequencies, as rope_apply uses).
@@ -148,7 +148,7 @@ TEST(PicEngine, RerotatedKeysEqualKeysComputedAtTheOffset) {
   for (int64_t offset : {1, 517, 4093, 30000}) {
     Tensor local = raw, direct = raw;
     hypic::kernels::rope_apply(d, local.data(), 8);  // segment-local positions 8 … 44
-    hypic::pic::rerotate_keys(cfg, local, offset);
+    hypic::pic::rerotate_keys(hypic::kernels::host_backend(), cfg, local, offset);
     hypic::kernels::rope_apply(d, direct.data(), 8 + offset);
     const Tensor exact = reference(8 + offset);
     const double e_shift = worst(local, exact), e_direct = worst(direct, exact);
@@ -174,12 +174,12 @@ TEST(PicEngine, EntryStoreRoundTrip) {
   EXPECT_EQ(e.cached_tokens(), 69);
   const fs::path dir = fs::temp_directory_path() / ("hypic_pic_rt_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  for (auto dtype : {hypic::store::StoreDtype::kF32, hypic::store::StoreDtype::kBF16}) {
+  for (auto dtype : {hypic::DType::F32, hypic::DType::BF16}) {
     hypic::store::StoreOptions o;
     o.model_fingerprint = fp;
     o.junction = 8;
     o.dtype = dtype;
-    const std::string path = (dir / (hypic::store::dtype_name(dtype) + ".h5")).string();
+    const std::string path = (dir / (std::string(hypic::dtype_name(dtype)) + ".h5")).string();
     const std::string key = hypic::store::entry_key(fp, seg, 8);
     {
       auto st = hypic::store::SegmentStore::create(path, o);
@@ -196,11 +196,11 @@ TEST(PicEngine, EntryStoreRoundTrip) {
     for (size_t i = 0; i < back.linear.size(); ++i) {
       EXPECT_EQ(back.linear[i].summary.t, expect.linear[i].summary.t);
       EXPECT_EQ(back.linear[i].summary.s, expect.linear[i].summary.s);
-      EXPECT_EQ(back.linear[i].conv.vec(), expect.linear[i].conv.vec());
+      EXPECT_EQ(back.linear[i].conv.to_vector(), expect.linear[i].conv.to_vector());
     }
     for (size_t i = 0; i < back.attention.size(); ++i) {
-      EXPECT_EQ(back.attention[i].k.vec(), expect.attention[i].k.vec());
-      EXPECT_EQ(back.attention[i].v.vec(), expect.attention[i].v.vec());
+      EXPECT_EQ(back.attention[i].k.to_vector(), expect.attention[i].k.to_vector());
+      EXPECT_EQ(back.attention[i].v.to_vector(), expect.attention[i].v.to_vector());
     }
     EXPECT_EQ(back.bytes(), e.bytes());
   }

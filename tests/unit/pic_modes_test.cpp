@@ -134,7 +134,7 @@ TEST(PicModes, ColdFillWritesBackAndTheNextQueryHits) {
   hypic::store::StoreOptions so;
   so.model_fingerprint = f.fp;
   so.junction = 8;
-  so.dtype = hypic::store::StoreDtype::kBF16;
+  so.dtype = hypic::DType::BF16;
   QueryResult cold, hot;
   {
     auto st = hypic::store::SegmentStore::create(path.string(), so);
@@ -175,7 +175,7 @@ TEST(PicModes, DamagedStoreEntryIsReportedRecomputedAndReplaced) {
   hypic::store::StoreOptions so;
   so.model_fingerprint = f.fp;
   so.junction = 8;
-  so.dtype = hypic::store::StoreDtype::kF32;  // payload bytes are the floats themselves
+  so.dtype = hypic::DType::F32;  // payload bytes are the floats themselves
   QueryResult reference;
   std::string damaged_key;
   std::vector<float> payload;
@@ -187,7 +187,7 @@ TEST(PicModes, DamagedStoreEntryIsReportedRecomputedAndReplaced) {
     damaged_key = st.key_for(q.segments[1]);
     const auto entry = st.get(damaged_key);
     ASSERT_TRUE(entry.has_value());
-    payload = entry->arrays.begin()->second.vec();
+    payload = entry->arrays.begin()->second.to_vector();
   }
   // Find a 32-byte run of that entry's payload in the file and flip one bit in it.
   ASSERT_GE(payload.size(), 32u);

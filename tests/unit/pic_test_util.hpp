@@ -21,7 +21,7 @@ inline hypic::model::Model remembering_tiny_model(const std::string& arch, uint6
   std::uniform_real_distribution<float> log_a(std::log(0.005f), std::log(0.1f));
   for (auto& layer : weights.layers)
     if (layer.kind == hypic::model::LayerKind::Linear)
-      for (auto& x : layer.linear.A_log.vec()) x = log_a(rng);
+      for (auto& x : layer.linear.A_log.values()) x = log_a(rng);
   return hypic::model::Model(cfg, std::move(weights));
 }
 

@@ -84,30 +84,31 @@ TEST(Safetensors, F16Conversions) {
 TEST(Safetensors, RoundTripF32IsExact) {
   TempDir dir("hypic-st");
   const Tensor a = sample({3, 5}), b = sample({7}), c = sample({2, 1, 4});
-  write_safetensors(dir.file("x.safetensors"), {{"b", &b}, {"a", &a}, {"c.w", &c}}, DType::F32);
+  write_safetensors(dir.file("x.safetensors"), {{"b", &b}, {"a", &a}, {"c.w", &c}},
+                    hypic::DType::F32);
   const SafetensorsFile f(dir.file("x.safetensors"));
   EXPECT_EQ(f.tensors().size(), 3u);
   EXPECT_EQ(f.metadata().at("format"), "pt");
   for (auto [name, t] : {std::pair{"a", &a}, {"b", &b}, {"c.w", &c}}) {
     const Tensor r = f.read(name);
     EXPECT_EQ(r.shape(), t->shape()) << name;
-    EXPECT_EQ(r.vec(), t->vec()) << name;
-    EXPECT_EQ(f.info(name).dtype, DType::F32);
+    EXPECT_EQ(r.to_vector(), t->to_vector()) << name;
+    EXPECT_EQ(f.info(name).dtype, hypic::DType::F32);
   }
 }
 
 TEST(Safetensors, RoundTripBf16AndF16MatchRoundedValues) {
   TempDir dir("hypic-st");
   const Tensor a = sample({4, 9}, 3.0f);
-  for (DType d : {DType::BF16, DType::F16}) {
-    const std::string p = dir.file(std::string(dtype_short(d)) + ".safetensors");
+  for (hypic::DType d : {hypic::DType::BF16, hypic::DType::F16}) {
+    const std::string p = dir.file(std::string(hypic::dtype_name(d)) + ".safetensors");
     write_safetensors(p, {{"a", &a}}, d);
     const SafetensorsFile f(p);
     EXPECT_EQ(f.info("a").dtype, d);
     const Tensor r = f.read("a");
     for (int64_t i = 0; i < a.numel(); ++i) {
       const float want =
-          d == DType::BF16 ? bf16_to_f32(f32_to_bf16(a[i])) : f16_to_f32(f32_to_f16(a[i]));
+          d == hypic::DType::BF16 ? bf16_to_f32(f32_to_bf16(a[i])) : f16_to_f32(f32_to_f16(a[i]));
       EXPECT_EQ(r[i], want) << i;
     }
   }
@@ -116,8 +117,8 @@ TEST(Safetensors, RoundTripBf16AndF16MatchRoundedValues) {
 TEST(Safetensors, WriterIsDeterministicAndAligned) {
   TempDir dir("hypic-st");
   const Tensor a = sample({3, 3}), b = sample({5});
-  write_safetensors(dir.file("1.safetensors"), {{"a", &a}, {"b", &b}}, DType::BF16);
-  write_safetensors(dir.file("2.safetensors"), {{"b", &b}, {"a", &a}}, DType::BF16);
+  write_safetensors(dir.file("1.safetensors"), {{"a", &a}, {"b", &b}}, hypic::DType::BF16);
+  write_safetensors(dir.file("2.safetensors"), {{"b", &b}, {"a", &a}}, hypic::DType::BF16);
   const std::string one = read_bytes(dir.file("1.safetensors"));
   EXPECT_EQ(one, read_bytes(dir.file("2.safetensors")));
   uint64_t n = 0;
@@ -153,7 +154,7 @@ TEST(Safetensors, TruncatedFileNamesFileAndTensor) {
   TempDir dir("hypic-st");
   const Tensor a = sample({16, 16}), b = sample({16});
   const std::string p = dir.file("t.safetensors");
-  write_safetensors(p, {{"first", &a}, {"second", &b}}, DType::F32);
+  write_safetensors(p, {{"first", &a}, {"second", &b}}, hypic::DType::F32);
   fs::resize_file(p, fs::file_size(p) - 10);  // cuts into "second", the last in the file
   const std::string msg = error_of([&] { SafetensorsFile f(p); });
   EXPECT_NE(msg.find(p), std::string::npos) << msg;
@@ -192,16 +193,16 @@ TEST(Safetensors, RejectsInconsistentHeaders) {
 TEST(Safetensors, ShardedIndexIsOneNameSpace) {
   TempDir dir("hypic-st");
   const Tensor a = sample({2, 3}), b = sample({4});
-  write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", &a}}, DType::F32);
-  write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", &b}}, DType::BF16);
+  write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", &a}}, hypic::DType::F32);
+  write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", &b}}, hypic::DType::BF16);
   spit(dir.file("model.safetensors.index.json"),
        R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors",)"
        R"("b":"model-00002-of-00002.safetensors"}})");
   const SafetensorsCheckpoint ck(fs::path(dir.file("x")).parent_path().string());
   EXPECT_TRUE(ck.sharded());
   EXPECT_EQ(ck.names(), (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(ck.read("a").vec(), a.vec());
-  EXPECT_EQ(ck.info("b").dtype, DType::BF16);
+  EXPECT_EQ(ck.read("a").to_vector(), a.to_vector());
+  EXPECT_EQ(ck.info("b").dtype, hypic::DType::BF16);
   EXPECT_NE(ck.file_of("b").find("00002"), std::string::npos);
 
   // An index entry pointing at a shard that lacks the tensor.

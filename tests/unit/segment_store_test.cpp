@@ -73,11 +73,11 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 }
 
 // `expected` after the store's rounding: what a correct read must return exactly.
-Entry rounded(const Entry& e, StoreDtype dtype) {
+Entry rounded(const Entry& e, hypic::DType dtype) {
   Entry out = e;
   for (auto& [name, t] : out.arrays) {
     std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-    if (dtype == StoreDtype::kF32) continue;
+    if (dtype == hypic::DType::F32) continue;
     encode(dtype, t.data(), bits.size(), bits.data());
     decode(dtype, bits.data(), bits.size(), t.data());
   }
@@ -100,7 +100,7 @@ void flip_byte_at(const std::string& path, size_t offset) {
   f.write(&c, 1);
 }
 
-StoreOptions options_for(StoreDtype dtype, int junction = 8) {
+StoreOptions options_for(hypic::DType dtype, int junction = 8) {
   StoreOptions o;
   o.model_fingerprint = kFingerprint;
   o.junction = junction;
@@ -193,16 +193,16 @@ TEST(StoreDtypes, F16MatchesCompilerConversionOnEveryInterestingValue) {
 #endif
   EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
   EXPECT_EQ(f16_to_f32(f32_to_f16(65504.0f)), 65504.0f);
-  EXPECT_EQ(parse_dtype("bfloat16"), StoreDtype::kBF16);
+  EXPECT_EQ(parse_dtype("bfloat16"), hypic::DType::BF16);
   EXPECT_THROW(parse_dtype("int8"), hypic::Error);
 }
 
 // ---- the store ----
 
-class StoreRoundTrip : public ::testing::TestWithParam<StoreDtype> {};
+class StoreRoundTrip : public ::testing::TestWithParam<hypic::DType> {};
 
 TEST_P(StoreRoundTrip, EntriesReadBackAfterReopen) {
-  const StoreDtype dtype = GetParam();
+  const hypic::DType dtype = GetParam();
   TempPath path("store-roundtrip");
   std::vector<std::string> keys;
   {
@@ -226,9 +226,9 @@ TEST_P(StoreRoundTrip, EntriesReadBackAfterReopen) {
     Entry want = make_entry(i);
     expect_same(rounded(want, dtype), *got);
     // And within the format's rounding error of the original values.
-    const float tol = dtype == StoreDtype::kF32    ? 0.0f
-                      : dtype == StoreDtype::kBF16 ? std::ldexp(1.0f, -8)
-                                                   : std::ldexp(1.0f, -11);
+    const float tol = dtype == hypic::DType::F32    ? 0.0f
+                      : dtype == hypic::DType::BF16 ? std::ldexp(1.0f, -8)
+                                                    : std::ldexp(1.0f, -11);
     for (const auto& [name, t] : want.arrays) {
       const Tensor& g = got->at(name);
       for (int64_t k = 0; k < t.numel(); ++k)
@@ -246,25 +246,26 @@ TEST_P(StoreRoundTrip, EntriesReadBackAfterReopen) {
   uint64_t tokens = 0, bytes = 0;
   for (int i = 0; i < 20; ++i) {
     tokens += static_cast<uint64_t>(make_entry(i).n_tokens);
-    bytes += make_entry(i).element_count() * dtype_bytes(dtype);
+    bytes += make_entry(i).element_count() * dtype_size(dtype);
   }
   EXPECT_EQ(stats.tokens, tokens);
   EXPECT_EQ(stats.payload_bytes, bytes);
   std::map<std::string, uint64_t> kinds(stats.bytes_by_kind.begin(), stats.bytes_by_kind.end());
   EXPECT_EQ(kinds.size(), 5u);
-  EXPECT_EQ(kinds["linear/T"], 20u * 3 * 2 * 4 * 4 * dtype_bytes(dtype));
+  EXPECT_EQ(kinds["linear/T"], 20u * 3 * 2 * 4 * 4 * dtype_size(dtype));
   uint64_t sum = 0;
   for (const auto& [kind, n] : kinds) sum += n;
   EXPECT_EQ(sum, bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, StoreRoundTrip,
-                         ::testing::Values(StoreDtype::kF32, StoreDtype::kBF16, StoreDtype::kF16),
+                         ::testing::Values(hypic::DType::F32, hypic::DType::BF16,
+                                           hypic::DType::F16),
                          [](const auto& param_info) { return dtype_name(param_info.param); });
 
 TEST(SegmentStore, RefusesAnotherModelOrJunctionNamingBoth) {
   TempPath path("store-mismatch");
-  { SegmentStore::create(path.str(), options_for(StoreDtype::kBF16, 8)); }
+  { SegmentStore::create(path.str(), options_for(hypic::DType::BF16, 8)); }
   try {
     SegmentStore::open(path.str(), "other-model", 8, OpenMode::kRead);
     FAIL() << "expected a refusal";
@@ -281,7 +282,7 @@ TEST(SegmentStore, RefusesAnotherModelOrJunctionNamingBoth) {
     EXPECT_NE(what.find("junction width 8"), std::string::npos) << what;
     EXPECT_NE(what.find("16"), std::string::npos) << what;
   }
-  EXPECT_THROW(SegmentStore::open_or_create(path.str(), options_for(StoreDtype::kF16, 8)),
+  EXPECT_THROW(SegmentStore::open_or_create(path.str(), options_for(hypic::DType::F16, 8)),
                hypic::Error);
   // Not a store at all.
   TempPath other("store-notastore");
@@ -293,7 +294,7 @@ TEST(SegmentStore, RefusesAnotherModelOrJunctionNamingBoth) {
 
 TEST(SegmentStore, OneWriterAtATime) {
   TempPath path("store-lock");
-  SegmentStore writer = SegmentStore::create(path.str(), options_for(StoreDtype::kF32));
+  SegmentStore writer = SegmentStore::create(path.str(), options_for(hypic::DType::F32));
   EXPECT_THROW(SegmentStore::open_any(path.str(), OpenMode::kWrite), hypic::Error);
   writer.close();
   SegmentStore again = SegmentStore::open_any(path.str(), OpenMode::kWrite);
@@ -316,7 +317,7 @@ TEST(SegmentStore, DamagedPayloadIsReportedNeverReturnedAndReplaceable) {
   }
   marked.arrays["linear/0/S"] = t;
   {
-    SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kF32));
+    SegmentStore store = SegmentStore::create(path.str(), options_for(hypic::DType::F32));
     store.put(key_a, make_entry(1));
     store.put(key_b, marked);
   }
@@ -354,7 +355,7 @@ TEST(SegmentStore, DamagedIndexRowIsReported) {
   TempPath path("store-damage-index");
   const std::string key = entry_key(kFingerprint, {9, 9}, 8);
   {
-    SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kBF16));
+    SegmentStore store = SegmentStore::create(path.str(), options_for(hypic::DType::BF16));
     store.put(key, make_entry(9));
   }
   std::string bytes = test_util::read_bytes(path.str());
@@ -393,7 +394,7 @@ TEST(SegmentStore, DamagedIndexRowIsReported) {
 [[noreturn]] void crash_test_writer(const std::string& path, int n, int announce) {
   int code = 0;
   try {
-    SegmentStore store = SegmentStore::open_or_create(path, options_for(StoreDtype::kBF16));
+    SegmentStore store = SegmentStore::open_or_create(path, options_for(hypic::DType::BF16));
     for (int i = 0; i < n; ++i) {
       std::string key = store.key_for(tokens_for(i));
       if (store.contains(key)) continue;
@@ -463,7 +464,7 @@ TEST(SegmentStore, SurvivesWriterKilledAtRandomMomentsAndResumes) {
     int checked = 0;
     for (auto it = now.rbegin(); it != now.rend() && checked < 40; ++it, ++checked) {
       if (committed.count(*it)) break;
-      expect_same(rounded(make_entry(*it, 1 + *it % 4), StoreDtype::kBF16),
+      expect_same(rounded(make_entry(*it, 1 + *it % 4), hypic::DType::BF16),
                   *store.get(store.key_for(tokens_for(*it))));
     }
     EXPECT_EQ(store.size(), now.size());  // no duplicates
@@ -474,14 +475,14 @@ TEST(SegmentStore, SurvivesWriterKilledAtRandomMomentsAndResumes) {
   // Every entry, bit-exact.
   SegmentStore store = SegmentStore::open(path.str(), kFingerprint, 8, OpenMode::kRead);
   for (int i = 0; i < n; ++i)
-    expect_same(rounded(make_entry(i, 1 + i % 4), StoreDtype::kBF16),
+    expect_same(rounded(make_entry(i, 1 + i % 4), hypic::DType::BF16),
                 *store.get(store.key_for(tokens_for(i))));
 }
 
 TEST(SegmentStore, ReaderOpensWhileAWriterRuns) {
   // `hypic inspect` during a warm-up: a reader in another process sees the committed entries.
   TempPath path("store-live");
-  { SegmentStore::create(path.str(), options_for(StoreDtype::kBF16)); }
+  { SegmentStore::create(path.str(), options_for(hypic::DType::BF16)); }
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
   pid_t child = ::fork();
@@ -511,7 +512,7 @@ TEST(SegmentStore, FullDiskLeavesCommittedEntriesIntact) {
   // A file-size limit makes write() fail with EFBIG, the way a full disk fails with ENOSPC.
   TempPath path("store-full");
   {
-    SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kF32));
+    SegmentStore store = SegmentStore::create(path.str(), options_for(hypic::DType::F32));
     for (int i = 0; i < 10; ++i) store.put(store.key_for(tokens_for(i)), make_entry(i));
   }
   const auto limit = static_cast<rlim_t>(fs::file_size(path.str()) + 256 * 1024);
@@ -573,7 +574,7 @@ TEST(SegmentStore, RealFullDiskOnSmallTmpfs) {
   int written = 0;
   std::string message;
   try {
-    SegmentStore store = SegmentStore::create(path, options_for(StoreDtype::kF32));
+    SegmentStore store = SegmentStore::create(path, options_for(hypic::DType::F32));
     for (;; ++written) store.put(store.key_for(tokens_for(written)), make_entry(written, 8));
   } catch (const hypic::Error& e) {
     message = e.what();
@@ -593,19 +594,19 @@ TEST(SegmentStore, MergeShards) {
   std::vector<std::string> keys;
   for (int i = 0; i < 12; ++i) keys.push_back(entry_key(kFingerprint, tokens_for(i), 8));
   {
-    SegmentStore sa = SegmentStore::create(a.str(), options_for(StoreDtype::kF16));
-    SegmentStore sb = SegmentStore::create(b.str(), options_for(StoreDtype::kF16));
+    SegmentStore sa = SegmentStore::create(a.str(), options_for(hypic::DType::F16));
+    SegmentStore sb = SegmentStore::create(b.str(), options_for(hypic::DType::F16));
     for (int i = 0; i < 8; ++i) sa.put(keys[i], make_entry(i));
     for (int i = 5; i < 12; ++i) sb.put(keys[i], make_entry(i));  // 5..7 in both
   }
-  SegmentStore merged = SegmentStore::create(dst.str(), options_for(StoreDtype::kF16));
+  SegmentStore merged = SegmentStore::create(dst.str(), options_for(hypic::DType::F16));
   MergeReport report = merge_stores(merged, {a.str(), b.str()});
   EXPECT_EQ(report.copied, 12u);
   EXPECT_EQ(report.already_present, 3u);
   for (int i = 0; i < 12; ++i)
-    expect_same(rounded(make_entry(i), StoreDtype::kF16), *merged.get(keys[i]));
+    expect_same(rounded(make_entry(i), hypic::DType::F16), *merged.get(keys[i]));
   TempPath other("store-shard-other");
-  StoreOptions o = options_for(StoreDtype::kF16, 4);
+  StoreOptions o = options_for(hypic::DType::F16, 4);
   { SegmentStore::create(other.str(), o); }
   EXPECT_THROW(merge_stores(merged, {other.str()}), hypic::Error);
 }
@@ -639,7 +640,7 @@ GroupLayoutTimes measure_group_layout(const std::string& path, const std::vector
       g.set_int_attribute("n_tokens", entries[i].n_tokens);
       for (const auto& [name, t] : entries[i].arrays) {
         std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-        encode(StoreDtype::kBF16, t.data(), bits.size(), bits.data());
+        encode(hypic::DType::BF16, t.data(), bits.size(), bits.data());
         Shape shape(t.shape().begin(), t.shape().end());
         g.create_dataset<uint16_t>(name, shape).write(bits.data());
       }
@@ -671,7 +672,7 @@ GroupLayoutTimes measure_group_layout(const std::string& path, const std::vector
     for (const auto& [name, t] : entries[i].arrays) {
       std::vector<uint16_t> bits = g.open_dataset(name).read_all<uint16_t>();
       std::vector<float> values(bits.size());
-      decode(StoreDtype::kBF16, bits.data(), bits.size(), values.data());
+      decode(hypic::DType::BF16, bits.data(), bits.size(), values.data());
     }
   }
   times.read = seconds_since(t0);
@@ -694,7 +695,7 @@ TEST(StoreLayout, BlobIndexAgainstGroupPerSegment) {
   TempPath blob_path("layout-blob"), group_path("layout-group");
   auto t0 = std::chrono::steady_clock::now();
   {
-    SegmentStore store = SegmentStore::create(blob_path.str(), options_for(StoreDtype::kBF16));
+    SegmentStore store = SegmentStore::create(blob_path.str(), options_for(hypic::DType::BF16));
     for (int i = 0; i < n; ++i) store.put(keys[i], entries[i]);
   }
   double blob_write = seconds_since(t0);
@@ -732,7 +733,7 @@ TEST(StoreLayout, LargeEntryThroughput) {
     big.arrays["linear/" + std::to_string(layer) + "/T"] = std::move(t);
   }
   const double mib = static_cast<double>(big.element_count()) * 4 / 1048576.0;
-  SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kBF16));
+  SegmentStore store = SegmentStore::create(path.str(), options_for(hypic::DType::BF16));
   const std::string key = store.key_for({1, 2, 3});
   auto t0 = std::chrono::steady_clock::now();
   store.put(key, big);
@@ -743,14 +744,14 @@ TEST(StoreLayout, LargeEntryThroughput) {
   std::printf(
       "[large] %.0f MiB f32 entry as bf16: put %.3f s (%.0f MiB/s), get %.3f s (%.0f MiB/s)\n", mib,
       put_s, mib / put_s, get_s, mib / get_s);
-  expect_same(rounded(big, StoreDtype::kBF16), *back);
+  expect_same(rounded(big, hypic::DType::BF16), *back);
 }
 
 TEST(StoreLayout, FiveThousandEntriesOpenFast) {
   TempPath path("store-many");
   const int n = 5000;
   {
-    SegmentStore store = SegmentStore::create(path.str(), options_for(StoreDtype::kF16));
+    SegmentStore store = SegmentStore::create(path.str(), options_for(hypic::DType::F16));
     Entry tiny;
     tiny.n_tokens = 1;
     tiny.arrays["linear/0/S"] = Tensor({4}, 0.5f);

@@ -20,9 +20,9 @@
 namespace {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
+using hypic::DType;
 using hypic::store::Entry;
 using hypic::store::SegmentStore;
-using hypic::store::StoreDtype;
 using hypic::store::StoreOptions;
 using nlohmann::json;
 
@@ -74,7 +74,7 @@ class StoreMergeCli : public ::testing::Test {
 
   // A store made directly with the library: one f32 entry whose payload is easy to find.
   static std::vector<float> make_store(const std::string& path, const std::string& fingerprint,
-                                       int junction, StoreDtype dtype) {
+                                       int junction, hypic::DType dtype) {
     StoreOptions o;
     o.model_fingerprint = fingerprint;
     o.junction = junction;
@@ -153,23 +153,23 @@ TEST_F(StoreMergeCli, BadShardsAndOutputsAreRefusedWithOneLine) {
   SegmentStore ref = SegmentStore::open_any(p("shard0.h5"), hypic::store::OpenMode::kRead);
   const std::string fp = ref.model_fingerprint();
   ref.close();
-  make_store(p("other-model.h5"), "another-model", 8, StoreDtype::kBF16);
+  make_store(p("other-model.h5"), "another-model", 8, hypic::DType::BF16);
   cli_test::expect_one_line_error(
       hypic("store merge --out " + out + " " + p("shard0.h5") + " " + p("other-model.h5")),
       "shard " + p("other-model.h5") +
           " was made for model fingerprint 'another-model' but shard " + p("shard0.h5") + " for '" +
           fp + "'");
   // Same model, other junction width, other dtype.
-  make_store(p("other-junction.h5"), fp, 4, StoreDtype::kBF16);
+  make_store(p("other-junction.h5"), fp, 4, hypic::DType::BF16);
   cli_test::expect_one_line_error(
       hypic("store merge --out " + out + " " + p("shard0.h5") + " " + p("other-junction.h5")),
       "has junction 4 but shard " + p("shard0.h5") + " has 8");
-  make_store(p("other-dtype.h5"), fp, 8, StoreDtype::kF32);
+  make_store(p("other-dtype.h5"), fp, 8, hypic::DType::F32);
   cli_test::expect_one_line_error(
       hypic("store merge --out " + out + " " + p("shard0.h5") + " " + p("other-dtype.h5")),
       "stores f32 but shard " + p("shard0.h5") + " stores bf16");
   // A damaged shard: one payload byte flipped, caught by the entry's checksum.
-  const std::vector<float> values = make_store(p("damaged.h5"), fp, 8, StoreDtype::kF32);
+  const std::vector<float> values = make_store(p("damaged.h5"), fp, 8, hypic::DType::F32);
   {
     const std::string bytes = test_util::read_bytes(p("damaged.h5"));
     const size_t at =

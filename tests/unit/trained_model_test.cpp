@@ -80,7 +80,7 @@ TEST(TrainedModel, LogitsAndGreedyAnswersMatchTransformers) {
     const int64_t skip = logits.dim(0) - expect.dim(0);
     const float tol = kLogitTol;
     const float diff =
-        max_abs_diff(logits.data() + skip * logits.dim(1), expect.data(), expect.vec().size());
+        max_abs_diff(logits.data() + skip * logits.dim(1), expect.data(), expect.values().size());
     std::printf("[ trained  ] %s T=%zu max|logit diff| = %.3g (bound %.3g)\n",
                 c["id"].get<std::string>().c_str(), ids.size(), diff, tol);
     EXPECT_LE(diff, tol) << c["id"];

@@ -8,4 +8,16 @@ namespace hypic::kernels {
 void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
                float* weights);
 
+// Groups the T·k (token, slot) pairs by expert (a counting sort): pairs of expert e are
+// pair_ids[start[e] … start[e+1]) as t·k + j, tokens ascending. start [E+1], work [E].
+void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids, int* work);
+
+// xe[r, :] = x[pair_ids[r] / k, :] for r < n: the rows an expert's products read.
+void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe);
+
+// out[pair_ids[r] / k, :] += weights[pair_ids[r]] · ye[r, :] for r < n. Serial over r: two
+// pairs of one expert never share a token, but the caller's experts run one after another.
+void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
+                     const float* weights, float* out);
+
 }  // namespace hypic::kernels

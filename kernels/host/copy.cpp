@@ -1,0 +1,20 @@
+#include "hypic/kernels/copy.hpp"
+
+#include <cstddef>
+#include <cstring>
+
+namespace hypic::kernels {
+
+void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(dst + static_cast<size_t>(r) * cols, src + static_cast<size_t>(r) * src_ld + offset,
+                sizeof(float) * static_cast<size_t>(cols));
+}
+
+void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out) {
+  for (int i = 0; i < n; ++i)
+    std::memcpy(out + static_cast<size_t>(i) * cols, table + static_cast<size_t>(ids[i]) * cols,
+                sizeof(float) * static_cast<size_t>(cols));
+}
+
+}  // namespace hypic::kernels

@@ -1,0 +1,177 @@
+#pragma once
+// The backend object (Ginkgo's executor, ggml's backend): one virtual per operation, the same
+// signatures for every backend, and the memory of the device it computes on. model/ and pic/
+// receive a `const Backend&` and call every op through it; they never call an implementation.
+//
+// Pointers passed to an op are memory of the backend's device (host pointers for
+// host_backend(), device pointers for cuda_backend()); dims are plain structs. One virtual call
+// per op and layer: the loops stay inside the implementations.
+//
+// Backends: host (kernels/host/: BLAS + Kokkos host execution space; backend in
+// kernels/host/host_backend.cpp) and cuda (kernels/cuda/: hand-written CUDA + cuBLAS, see
+// kernels/cuda/cuda_backend.cu for why not Kokkos). An op a backend does not implement yet
+// throws hypic::Error naming the op and the backend; supports(op) says so beforehand, so the op
+// harness (tests/unit/backend_ops_test.cpp) can list what it skipped.
+//
+// Kokkos: the host kernels run their loops through Kokkos' host execution space (RangePolicy
+// over heads, tokens or (layer, head) items; valid for Kokkos 3.4 and 4). They do not use one
+// Kokkos body for host and device (Views in a device memory space, TeamPolicy) because the
+// Kokkos hypic builds against by default, Debian's 3.4.1, is Serial-only: no CUDA space exists
+// to compile or test such a body here. The CUDA backend is hand-written CUDA + cuBLAS instead
+// (kernels/cuda/); a Kokkos device path can replace both once a CUDA-enabled Kokkos is the
+// build's Kokkos, behind this same interface.
+//
+// Adding an op: a value in Op (and its name in op_name), a pure virtual here, the host
+// implementation, an entry in the CUDA backend (kernel or "lacks" error), a reference and a
+// shape grid in the op harness.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hypic/kernels/attention.hpp"
+#include "hypic/kernels/compose.hpp"
+#include "hypic/kernels/linear_family.hpp"
+#include "hypic/kernels/rope.hpp"
+#include "hypic/tensor.hpp"
+
+namespace hypic::kernels {
+
+enum class Op {
+  Gemm,
+  GemmStridedBatched,
+  Linear,
+  CopyStrided,
+  GatherRows,
+  FamilyChunked,
+  FamilyChunkedLowRank,
+  FamilyRecurrentF32,
+  CausalConv1dSilu,
+  CausalConv1dTail,
+  RmsNormZeroCentred,
+  GatedRmsNorm,
+  L2NormalizeRows,
+  RopeApply,
+  RopeShift,
+  RotaryRotateRows,
+  RotaryRotateColumns,
+  AttentionCausal,
+  SigmoidGate,
+  Swiglu,
+  AddSigmoidScaled,
+  GdnGates,
+  MoeRoute,
+  MoeGroup,
+  MoeGather,
+  MoeScatterAdd,
+  ComposeStates,
+  kCount
+};
+const char* op_name(Op op);
+
+class Backend : public Allocator {
+ public:
+  virtual const char* name() const = 0;  // "host", "cuda"
+  // Whether op runs here; ops that do not throw hypic::Error naming the op and the backend.
+  virtual bool supports(Op op) const = 0;
+  // Waits for queued device work (no-op on the host).
+  virtual void synchronize() const {}
+
+  // --- dense products (row-major) ---
+  // C[m,n] = alpha · op(A)[m,k] · op(B)[k,n] + beta · C.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc) const = 0;
+  // batch products of the same shape, matrix i at a + i·stride_a (b, c likewise).
+  virtual void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                                    const float* a, int lda, int64_t stride_a, const float* b,
+                                    int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                                    int64_t stride_c, int batch) const = 0;
+  // y[m,n] = x[m,k] · W[n,k]ᵀ (nn.Linear); accumulate: y +=.
+  virtual void linear(const float* x, const float* w, float* y, int m, int n, int k,
+                      bool accumulate) const = 0;
+
+  // --- data movement ---
+  // dst[r, 0:cols] = src[r·src_ld + offset : + cols] for r < rows (a column block).
+  virtual void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows,
+                            int cols) const = 0;
+  // out[i, :] = table[ids[i], :] for i < n (embedding lookup); ids must be in range.
+  virtual void gather_rows(const float* table, int cols, const int32_t* ids, int n,
+                           float* out) const = 0;
+
+  // --- linear-attention family (linear_family.hpp) ---
+  virtual void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
+                              float* state, float* out, float* transition, int chunk) const = 0;
+  virtual void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d,
+                                      const FamilyInputs& in, float* state, float* out,
+                                      float* tdiag, float* x, float* y) const = 0;
+  virtual void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d,
+                                    const FamilyInputs& in, float* state, float* out) const = 0;
+
+  // --- causal conv1d (conv.hpp) ---
+  virtual void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, int T,
+                                  int C, int K) const = 0;
+  virtual void causal_conv1d_tail(const float* x, float* state, int T, int C, int K) const = 0;
+
+  // --- norms (norm.hpp) ---
+  virtual void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, int cols,
+                                     float eps) const = 0;
+  virtual void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows,
+                              int cols, float eps) const = 0;
+  virtual void l2_normalize_rows(float* x, int rows, int cols, float eps, float scale) const = 0;
+
+  // --- rotary embeddings (rope.hpp, linear_family.hpp) ---
+  virtual void rope_apply(const RopeDims& d, float* x, int64_t pos0) const = 0;
+  virtual void rope_shift(const RopeDims& d, float* x, int64_t delta) const = 0;
+  virtual void rotary_rotate_rows(const Rotary& r, float* x, int n, int ld, int dk,
+                                  int64_t pos) const = 0;
+  virtual void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols,
+                                     int64_t pos) const = 0;
+
+  // --- attention (attention.hpp) ---
+  virtual size_t attention_workspace_floats(const AttentionDims& d) const = 0;
+  virtual void attention_causal(const AttentionDims& d, const float* q, const float* k,
+                                const float* v, float* out, float* work) const = 0;
+  virtual void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) const = 0;
+
+  // --- activations and gates (activation.hpp) ---
+  virtual void swiglu(const float* gate_up, float* out, int rows, int width) const = 0;
+  virtual void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
+                                  int cols) const = 0;
+  virtual void gdn_gates(const float* b, const float* a, int ld, const float* A_log,
+                         const float* dt_bias, float* beta, float* g, int rows,
+                         int heads) const = 0;
+
+  // --- mixture of experts (moe.hpp) ---
+  virtual void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
+                         float* weights) const = 0;
+  // Groups the T·k (token, slot) pairs by expert: start [E+1] (pairs of expert e are
+  // pair_ids[start[e] … start[e+1])), pair_ids [T·k] as t·k + j, tokens ascending; work [E].
+  virtual void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids,
+                         int* work) const = 0;
+  // xe[r, :] = x[pair_ids[r] / k, :] for r < n.
+  virtual void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k,
+                          float* xe) const = 0;
+  // out[pair_ids[r] / k, :] += weights[pair_ids[r]] · ye[r, :] for r < n.
+  virtual void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
+                               const float* weights, float* out) const = 0;
+
+  // --- T·S composition (MATH.md §2) ---
+  // For every summary i and head h: states[i][h] ← T_i,h · states[i][h] + S0_i,h (addition:
+  // states[i][h] + S0_i,h), all layers and heads in one parallel launch. `sums` and `states`
+  // are host arrays of n entries; the arrays they point to are the backend's memory.
+  virtual void compose_states(const TransitionRef* sums, float* const* states, int n,
+                              bool addition) const = 0;
+
+ protected:
+  // Throws "the <name> backend lacks <op> ..." (for ops a backend does not implement yet).
+  [[noreturn]] void lacks(Op op) const;
+};
+
+// The host backend (always available).
+const Backend& host_backend();
+// The CUDA backend; throws hypic::Error "hypic was not compiled with CUDA ..." in a build
+// without CUDA. Computing needs a visible GPU (cuda_device_info()).
+const Backend& cuda_backend();
+// The backend computing on `device`.
+const Backend& backend_for(Device device);
+
+}  // namespace hypic::kernels

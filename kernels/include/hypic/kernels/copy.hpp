@@ -1,0 +1,14 @@
+#pragma once
+// Data movement the forward pass needs between products. Row-major, f32.
+// Implementation: kernels/host/copy.cpp.
+#include <cstdint>
+
+namespace hypic::kernels {
+
+// dst[r, 0:cols] = src[r·src_ld + offset : + cols] for r < rows (a block of columns).
+void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols);
+
+// out[i, :] = table[ids[i], :] for i < n (embedding lookup; ids must be in range).
+void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out);
+
+}  // namespace hypic::kernels

@@ -1,0 +1,792 @@
+// The op harness (in the spirit of ggml's test-backend-ops): every op of kernels::Backend over a
+// grid of shapes (odd sizes, GQA ratios 1/2/4, chunk boundaries 63/64/65, head dims 48/80/96,
+// rotary_dim < head_dim), on each backend (host; cuda when compiled and a GPU is visible),
+// against the plain double-precision references of op_reference.hpp. An op a backend lacks is
+// skipped with that reason. Tolerances: one table, kTolerances below.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hypic/kernels/backend.hpp"
+#include "hypic/kernels/device.hpp"
+#include "hypic/tensor.hpp"
+#include "op_reference.hpp"
+
+namespace {
+using hypic::Device;
+using hypic::DType;
+using hypic::Tensor;
+using hypic::kernels::Backend;
+using hypic::kernels::Op;
+using hypic::ref::Vec;
+namespace kn = hypic::kernels;
+namespace ref = hypic::ref;
+
+// Max |got − ref| / max(1, max |ref|) allowed per op: float kernels against double references.
+// Exact ops (copies, routing bookkeeping) allow nothing.
+struct Tolerance {
+  Op op;
+  double tol;
+  const char* why;
+};
+constexpr Tolerance kTolerances[] = {
+    {Op::Gemm, 1e-5, "f32 products of up to 130 terms"},
+    {Op::GemmStridedBatched, 1e-5, "as gemm"},
+    {Op::Linear, 1e-5, "as gemm"},
+    {Op::CopyStrided, 0.0, "a copy"},
+    {Op::GatherRows, 0.0, "a copy"},
+    {Op::FamilyChunked, 2e-5, "chunked WY form in f32 vs the token recurrence in double"},
+    {Op::FamilyChunkedLowRank, 2e-5, "as family_chunked"},
+    {Op::FamilyRecurrentF32, 1e-5, "the same recurrence in f32"},
+    {Op::CausalConv1dSilu, 1e-6, "K-term sums"},
+    {Op::CausalConv1dTail, 0.0, "a copy"},
+    {Op::RmsNormZeroCentred, 1e-6, "one f32 reduction per row"},
+    {Op::GatedRmsNorm, 1e-6, "as rms_norm"},
+    {Op::L2NormalizeRows, 1e-6, "as rms_norm"},
+    {Op::RopeApply, 1e-4, "angles pos · inv_freq formed in f32 as transformers does: ~pos·2^-24"},
+    {Op::RopeShift, 1e-6, "double angles, one f32 rotation"},
+    {Op::RotaryRotateRows, 1e-6, "as rope_shift"},
+    {Op::RotaryRotateColumns, 1e-6, "as rope_shift"},
+    {Op::AttentionCausal, 1e-5, "f32 softmax with a polynomial exp"},
+    {Op::SigmoidGate, 1e-6, "element-wise"},
+    {Op::Swiglu, 1e-6, "element-wise"},
+    {Op::AddSigmoidScaled, 1e-6, "element-wise"},
+    {Op::GdnGates, 1e-6, "element-wise"},
+    {Op::MoeRoute, 1e-6, "softmax weights; experts must match exactly"},
+    {Op::MoeGroup, 0.0, "integer bookkeeping"},
+    {Op::MoeGather, 0.0, "a copy"},
+    {Op::MoeScatterAdd, 1e-6, "one multiply-add per element"},
+    {Op::ComposeStates, 1e-5, "dk-term f32 products"},
+};
+
+double tolerance(Op op) {
+  for (const Tolerance& t : kTolerances)
+    if (t.op == op) return t.tol;
+  ADD_FAILURE() << "no tolerance for " << kn::op_name(op);
+  return 0.0;
+}
+
+// max |got − ref| / max(1, max |ref|)
+void expect_close(const Vec& got, const Vec& want, Op op, const std::string& where) {
+  ASSERT_EQ(got.size(), want.size()) << kn::op_name(op) << " " << where;
+  double scale = 1.0, err = 0.0;
+  size_t worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(want[i])));
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    if (!(e <= err)) {  // also catches NaN
+      err = e;
+      worst = i;
+    }
+  }
+  EXPECT_LE(err / scale, tolerance(op))
+      << kn::op_name(op) << " " << where << ": worst element " << worst << " got "
+      << (got.empty() ? 0.0f : got[worst]) << " want " << (want.empty() ? 0.0f : want[worst]);
+}
+
+Vec randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  Vec v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+Vec uniform(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  Vec v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The backend under test, by name; cuda is skipped with the reason when it cannot run here.
+class BackendOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "host") {
+      be_ = &kn::host_backend();
+      return;
+    }
+    const kn::DeviceInfo info = kn::cuda_device_info();
+    if (!info.compiled) GTEST_SKIP() << "cuda backend: built without CUDA (-DHYPIC_CUDA=OFF)";
+    if (info.count == 0)
+      GTEST_SKIP() << "cuda backend: no CUDA device visible (" << info.description << ")";
+    be_ = &kn::cuda_backend();
+  }
+  const Backend& be() const { return *be_; }
+
+  // Buffers in the backend's memory, filled from host vectors, read back as host vectors.
+  float* put(const Vec& h) {
+    Tensor t = Tensor::from_vector({static_cast<int64_t>(h.size())}, h);
+    if (be().device() != Device::Host) t = t.to(be().device(), be_);
+    held_.push_back(std::move(t));
+    return static_cast<float*>(held_.back().raw());
+  }
+  int* put_ints(const std::vector<int>& h) {
+    Tensor t({static_cast<int64_t>(h.size())}, DType::I32, Device::Host);
+    if (!h.empty()) std::memcpy(t.raw(), h.data(), h.size() * sizeof(int));
+    if (be().device() != Device::Host) t = t.to(be().device(), be_);
+    held_.push_back(std::move(t));
+    return static_cast<int*>(held_.back().raw());
+  }
+  Vec get(const float* p, size_t n) const {
+    Vec out(n);
+    if (n > 0) be().copy_to_host(out.data(), p, n * sizeof(float));
+    return out;
+  }
+  std::vector<int> get_ints(const int* p, size_t n) const {
+    std::vector<int> out(n);
+    if (n > 0) be().copy_to_host(out.data(), p, n * sizeof(int));
+    return out;
+  }
+  void release() { held_.clear(); }
+
+ private:
+  const Backend* be_ = nullptr;
+  std::vector<Tensor> held_;
+};
+
+#define REQUIRE_OP(op)                                                                     \
+  do {                                                                                     \
+    if (!be().supports(op))                                                                \
+      GTEST_SKIP() << be().name() << " backend lacks " << kn::op_name(op) << " (skipped)"; \
+  } while (0)
+
+TEST_P(BackendOps, ListsWhatItSupports) {
+  std::string lacking;
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i)
+    if (!be().supports(static_cast<Op>(i)))
+      lacking += std::string(lacking.empty() ? "" : ", ") + kn::op_name(static_cast<Op>(i));
+  if (!lacking.empty()) std::printf("[ %s backend lacks ] %s\n", be().name(), lacking.c_str());
+  if (be().device() == Device::Host) {
+    EXPECT_EQ(lacking, "") << "the host backend runs every op";
+  }
+  // An op a backend lacks says so by name.
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) {
+    const Op op = static_cast<Op>(i);
+    if (be().supports(op) || op != Op::Swiglu) continue;
+    try {
+      be().swiglu(nullptr, nullptr, 0, 0);
+      ADD_FAILURE() << "an unsupported op must throw";
+    } catch (const hypic::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("swiglu"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_P(BackendOps, Gemm) {
+  REQUIRE_OP(Op::Gemm);
+  std::mt19937 rng(1);
+  const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 64}, {65, 48, 130}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const auto& ab : std::vector<std::pair<float, float>>{{1.0f, 0.0f}, {0.5f, 2.0f}}) {
+          const int m = s[0], n = s[1], k = s[2];
+          const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
+          const Vec a = randn(size_t(ta ? k : m) * lda, rng),
+                    b = randn(size_t(tb ? n : k) * ldb, rng);
+          Vec c = randn(size_t(m) * ldc, rng);
+          float* dc = put(c);
+          be().gemm(ta, tb, m, n, k, ab.first, put(a), lda, put(b), ldb, ab.second, dc, ldc);
+          ref::gemm(ta, tb, m, n, k, ab.first, a, lda, b, ldb, ab.second, c, ldc);
+          std::ostringstream where;
+          where << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb
+                << " beta=" << ab.second;
+          expect_close(get(dc, c.size()), c, Op::Gemm, where.str());
+          release();
+        }
+}
+
+TEST_P(BackendOps, GemmStridedBatched) {
+  REQUIRE_OP(Op::GemmStridedBatched);
+  std::mt19937 rng(2);
+  const int shapes[][3] = {{48, 48, 48}, {5, 80, 48}, {17, 3, 9}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta) {
+      const int m = s[0], n = s[1], k = s[2], batch = 3;
+      const int lda = ta ? m : k, ldb = n, ldc = n;
+      const int64_t sa = int64_t(m) * k + 7, sb = int64_t(k) * n + 1, sc = int64_t(m) * n + 5;
+      const Vec a = randn(size_t(sa) * batch, rng), b = randn(size_t(sb) * batch, rng);
+      Vec c = randn(size_t(sc) * batch, rng);
+      float* dc = put(c);
+      be().gemm_strided_batched(ta, false, m, n, k, -1.0f, put(a), lda, sa, put(b), ldb, sb, 1.0f,
+                                dc, ldc, sc, batch);
+      for (int i = 0; i < batch; ++i)
+        ref::gemm(ta, false, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc, size_t(sa) * i,
+                  size_t(sb) * i, size_t(sc) * i);
+      expect_close(get(dc, c.size()), c, Op::GemmStridedBatched,
+                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+      release();
+    }
+}
+
+TEST_P(BackendOps, Linear) {
+  REQUIRE_OP(Op::Linear);
+  std::mt19937 rng(3);
+  const int shapes[][3] = {{1, 7, 5}, {63, 48, 96}, {65, 33, 80}};
+  for (const auto& s : shapes)
+    for (bool acc : {false, true}) {
+      const int m = s[0], n = s[1], k = s[2];
+      const Vec x = randn(size_t(m) * k, rng), w = randn(size_t(n) * k, rng);
+      Vec y = randn(size_t(m) * n, rng);
+      float* dy = put(y);
+      be().linear(put(x), put(w), dy, m, n, k, acc);
+      ref::gemm(false, true, m, n, k, 1.0, x, k, w, k, acc ? 1.0 : 0.0, y, n);
+      expect_close(get(dy, y.size()), y, Op::Linear,
+                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+      release();
+    }
+}
+
+TEST_P(BackendOps, CopyStridedAndGatherRows) {
+  REQUIRE_OP(Op::CopyStrided);
+  std::mt19937 rng(4);
+  for (const auto& s :
+       std::vector<std::vector<int>>{{5, 17, 3, 9}, {64, 96, 48, 48}, {1, 10, 0, 10}}) {
+    const int rows = s[0], ld = s[1], offset = s[2], cols = s[3];
+    const Vec src = randn(size_t(rows) * ld, rng);
+    Vec want(size_t(rows) * cols);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[size_t(r) * cols + c] = src[size_t(r) * ld + offset + c];
+    float* dst = put(Vec(want.size(), -1.0f));
+    be().copy_strided(put(src), ld, offset, dst, rows, cols);
+    expect_close(get(dst, want.size()), want, Op::CopyStrided, std::to_string(rows) + " rows");
+    release();
+  }
+  REQUIRE_OP(Op::GatherRows);
+  const int vocab = 11, cols = 48;
+  const Vec table = randn(size_t(vocab) * cols, rng);
+  const std::vector<int32_t> ids = {3, 0, 10, 3, 7, 1, 9};
+  Vec want;
+  for (int id : ids)
+    want.insert(want.end(), table.begin() + id * cols, table.begin() + (id + 1) * cols);
+  float* out = put(Vec(want.size()));
+  const int* dids = put_ints(std::vector<int>(ids.begin(), ids.end()));
+  be().gather_rows(put(table), cols, reinterpret_cast<const int32_t*>(dids), int(ids.size()), out);
+  expect_close(get(out, want.size()), want, Op::GatherRows, "7 ids");
+}
+
+// ---- linear-attention family ----
+struct FamilyData {
+  ref::FamilyCase c;
+  Vec q, k, v, g, beta, state;
+};
+
+// Layer-like inputs: unit keys (queries unit · dk^-½), decays in (−0.5, −0.01), β in (0, 1).
+FamilyData family_data(kn::Member m, int T, int Hk, int Hv, int dk, int dv, std::mt19937& rng) {
+  const kn::FamilySpec spec = kn::member_spec(m);
+  FamilyData f;
+  f.c = {spec.decay == kn::Decay::None     ? 0
+         : spec.decay == kn::Decay::Scalar ? 1
+                                           : 2,
+         spec.delta,
+         T,
+         Hk,
+         Hv,
+         dk,
+         dv};
+  auto unit_rows = [&](Vec x, double scale) {
+    for (size_t r = 0; r < x.size() / dk; ++r) {
+      double ss = 0;
+      for (int i = 0; i < dk; ++i) ss += double(x[r * dk + i]) * x[r * dk + i];
+      for (int i = 0; i < dk; ++i) x[r * dk + i] = float(x[r * dk + i] * scale / std::sqrt(ss));
+    }
+    return x;
+  };
+  f.q = unit_rows(randn(size_t(T) * Hk * dk, rng), 1.0 / std::sqrt(double(dk)));
+  f.k = unit_rows(randn(size_t(T) * Hk * dk, rng), 1.0);
+  f.v = randn(size_t(T) * Hv * dv, rng);
+  if (f.c.decay == 1) f.g = uniform(size_t(T) * Hv, rng, -0.5f, -0.01f);
+  if (f.c.decay == 2) f.g = uniform(size_t(T) * Hv * dk, rng, -0.5f, -0.01f);
+  if (spec.delta) f.beta = uniform(size_t(T) * Hv, rng, 0.0f, 1.0f);
+  f.state = randn(size_t(Hv) * dk * dv, rng, 0.3f);
+  return f;
+}
+
+// The natural-structure transition the kernel writes, taken from the dense reference.
+Vec natural_transition(const ref::FamilyCase& c, const Vec& dense) {
+  const size_t dd = size_t(c.dk) * c.dk;
+  Vec out;
+  for (int h = 0; h < c.Hv; ++h) {
+    if (c.delta) {
+      out.insert(out.end(), dense.begin() + dd * h, dense.begin() + dd * (h + 1));
+    } else if (c.decay == 2) {
+      for (int i = 0; i < c.dk; ++i) out.push_back(dense[dd * h + size_t(i) * c.dk + i]);
+    } else {
+      out.push_back(dense[dd * h]);
+    }
+  }
+  return out;
+}
+
+const kn::Member kMembers[] = {
+    kn::Member::LinearAttention, kn::Member::RetNet,        kn::Member::Mamba2, kn::Member::GLA,
+    kn::Member::DeltaNet,        kn::Member::GatedDeltaNet, kn::Member::KDA};
+
+TEST_P(BackendOps, FamilyChunked) {
+  REQUIRE_OP(Op::FamilyChunked);
+  std::mt19937 rng(5);
+  // {Hk, Hv, dk, dv}: GQA ratios 1, 2, 4 and a small odd-sized head.
+  const int heads[][4] = {{2, 2, 48, 80}, {1, 2, 48, 80}, {1, 4, 48, 80}, {1, 2, 16, 24}};
+  for (kn::Member m : kMembers)
+    for (int T : {1, 63, 64, 65, 130})
+      for (const auto& h : heads) {
+        FamilyData f = family_data(m, T, h[0], h[1], h[2], h[3], rng);
+        const kn::FamilySpec spec = kn::member_spec(m);
+        float* state = put(f.state);
+        float* out = put(Vec(size_t(T) * h[1] * h[3]));
+        const size_t tsize =
+            size_t(kn::transition_floats_per_head(kn::natural_structure(spec), h[2])) * h[1];
+        float* trans = put(Vec(tsize));
+        const kn::FamilyInputs in{put(f.q), put(f.k), put(f.v), f.g.empty() ? nullptr : put(f.g),
+                                  f.beta.empty() ? nullptr : put(f.beta)};
+        be().family_chunked(spec, {T, h[0], h[1], h[2], h[3]}, in, state, out, trans, 64);
+        Vec want_out, want_t;
+        ref::family(f.c, f.q, f.k, f.v, f.g, f.beta, f.state, want_out, want_t);
+        std::ostringstream where;
+        where << kn::member_name(m) << " T=" << T << " Hk=" << h[0] << " Hv=" << h[1]
+              << " dk=" << h[2] << " dv=" << h[3];
+        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunked, where.str() + " out");
+        expect_close(get(state, f.state.size()), f.state, Op::FamilyChunked,
+                     where.str() + " state");
+        expect_close(get(trans, tsize), natural_transition(f.c, want_t), Op::FamilyChunked,
+                     where.str() + " transition");
+        release();
+      }
+}
+
+TEST_P(BackendOps, FamilyChunkedLowRank) {
+  REQUIRE_OP(Op::FamilyChunkedLowRank);
+  std::mt19937 rng(6);
+  for (kn::Member m : {kn::Member::DeltaNet, kn::Member::GatedDeltaNet, kn::Member::KDA})
+    for (int T : {1, 7, 23})
+      for (int ratio : {1, 2, 4}) {
+        const int Hk = 1, Hv = ratio, dk = 48, dv = 80;
+        FamilyData f = family_data(m, T, Hk, Hv, dk, dv, rng);
+        float* state = put(f.state);
+        float* out = put(Vec(size_t(T) * Hv * dv));
+        float* d = put(Vec(size_t(Hv) * dk));
+        float* x = put(Vec(size_t(Hv) * T * dk));
+        float* y = put(Vec(size_t(Hv) * T * dk));
+        const kn::FamilyInputs in{put(f.q), put(f.k), put(f.v), f.g.empty() ? nullptr : put(f.g),
+                                  put(f.beta)};
+        be().family_chunked_lowrank(kn::member_spec(m), {T, Hk, Hv, dk, dv}, in, state, out, d, x,
+                                    y);
+        Vec want_out, want_t;
+        ref::family(f.c, f.q, f.k, f.v, f.g, f.beta, f.state, want_out, want_t);
+        // T = diag(d) − Xᵀ Y per head, rebuilt in double.
+        const Vec dh = get(d, size_t(Hv) * dk), xh = get(x, size_t(Hv) * T * dk),
+                  yh = get(y, xh.size());
+        Vec got_t(want_t.size());
+        for (int h = 0; h < Hv; ++h)
+          for (int i = 0; i < dk; ++i)
+            for (int j = 0; j < dk; ++j) {
+              double s = i == j ? dh[size_t(h) * dk + i] : 0.0;
+              for (int r = 0; r < T; ++r)
+                s -= double(xh[(size_t(h) * T + r) * dk + i]) * yh[(size_t(h) * T + r) * dk + j];
+              got_t[(size_t(h) * dk + i) * dk + j] = float(s);
+            }
+        const std::string where = std::string(kn::member_name(m)) + " T=" + std::to_string(T) +
+                                  " Hv=" + std::to_string(Hv);
+        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunkedLowRank, where + " out");
+        expect_close(get(state, f.state.size()), f.state, Op::FamilyChunkedLowRank,
+                     where + " state");
+        expect_close(got_t, want_t, Op::FamilyChunkedLowRank, where + " transition");
+        release();
+      }
+}
+
+TEST_P(BackendOps, FamilyRecurrentF32) {
+  REQUIRE_OP(Op::FamilyRecurrentF32);
+  std::mt19937 rng(7);
+  for (kn::Member m : kMembers)
+    for (int T : {1, 3, 17})
+      for (int ratio : {1, 4}) {
+        FamilyData f = family_data(m, T, 1, ratio, 48, 80, rng);
+        float* state = put(f.state);
+        float* out = put(Vec(size_t(T) * ratio * 80));
+        const kn::FamilyInputs in{put(f.q), put(f.k), put(f.v), f.g.empty() ? nullptr : put(f.g),
+                                  f.beta.empty() ? nullptr : put(f.beta)};
+        be().family_recurrent_f32(kn::member_spec(m), {T, 1, ratio, 48, 80}, in, state, out);
+        Vec want_out, want_t;
+        ref::family(f.c, f.q, f.k, f.v, f.g, f.beta, f.state, want_out, want_t);
+        const std::string where = std::string(kn::member_name(m)) + " T=" + std::to_string(T);
+        expect_close(get(out, want_out.size()), want_out, Op::FamilyRecurrentF32, where + " out");
+        expect_close(get(state, f.state.size()), f.state, Op::FamilyRecurrentF32, where + " state");
+        release();
+      }
+}
+
+TEST_P(BackendOps, CausalConv1d) {
+  REQUIRE_OP(Op::CausalConv1dSilu);
+  std::mt19937 rng(8);
+  for (int T : {1, 2, 5, 64, 65})
+    for (int C : {7, 96})
+      for (int K : {2, 4}) {
+        const Vec x = randn(size_t(T) * C, rng), w = randn(size_t(C) * K, rng, 0.5f);
+        Vec state = randn(size_t(K - 1) * C, rng), tail_state = state;
+        float* dstate = put(state);
+        float* dtail = put(tail_state);
+        float* y = put(Vec(size_t(T) * C));
+        const float* dx = put(x);
+        be().causal_conv1d_silu(dx, put(w), dstate, y, T, C, K);
+        Vec want_y;
+        ref::conv1d(x, w, state, &want_y, T, C, K);
+        const std::string where =
+            "T=" + std::to_string(T) + " C=" + std::to_string(C) + " K=" + std::to_string(K);
+        expect_close(get(y, want_y.size()), want_y, Op::CausalConv1dSilu, where + " y");
+        expect_close(get(dstate, state.size()), state, Op::CausalConv1dSilu, where + " state");
+        if (be().supports(Op::CausalConv1dTail)) {
+          be().causal_conv1d_tail(dx, dtail, T, C, K);
+          ref::conv1d(x, w, tail_state, nullptr, T, C, K);
+          expect_close(get(dtail, tail_state.size()), tail_state, Op::CausalConv1dTail, where);
+        }
+        release();
+      }
+}
+
+TEST_P(BackendOps, RmsNormZeroCentred) {
+  REQUIRE_OP(Op::RmsNormZeroCentred);
+  std::mt19937 rng(9);
+  for (int rows : {1, 7, 33})
+    for (int cols : {48, 80, 96, 300})
+      for (bool in_place : {false, true}) {
+        const Vec x = randn(size_t(rows) * cols, rng, 2.0f), w = randn(cols, rng, 0.3f);
+        float* dx = put(x);
+        float* y = in_place ? dx : put(Vec(x.size()));
+        be().rms_norm_zero_centred(dx, put(w), y, rows, cols, 1e-6f);
+        expect_close(get(y, x.size()), ref::rms_norm_zc(x, w, rows, cols, 1e-6),
+                     Op::RmsNormZeroCentred, std::to_string(rows) + "x" + std::to_string(cols));
+        release();
+      }
+}
+
+TEST_P(BackendOps, GatedRmsNormAndL2Normalize) {
+  REQUIRE_OP(Op::GatedRmsNorm);
+  std::mt19937 rng(10);
+  for (int rows : {1, 7, 33})
+    for (int cols : {48, 80, 96}) {
+      const Vec x = randn(size_t(rows) * cols, rng), z = randn(x.size(), rng), w = randn(cols, rng);
+      float* y = put(Vec(x.size()));
+      be().gated_rms_norm(put(x), put(z), put(w), y, rows, cols, 1e-6f);
+      const std::string where = std::to_string(rows) + "x" + std::to_string(cols);
+      expect_close(get(y, x.size()), ref::gated_rms_norm(x, z, w, rows, cols, 1e-6),
+                   Op::GatedRmsNorm, where);
+      if (be().supports(Op::L2NormalizeRows)) {
+        float* dx = put(x);
+        be().l2_normalize_rows(dx, rows, cols, 1e-6f, 0.125f);
+        expect_close(get(dx, x.size()), ref::l2_normalize(x, rows, cols, 1e-6, 0.125),
+                     Op::L2NormalizeRows, where);
+      }
+      release();
+    }
+}
+
+TEST_P(BackendOps, RopeApplyAndShift) {
+  REQUIRE_OP(Op::RopeApply);
+  std::mt19937 rng(11);
+  for (int T : {1, 5, 65})
+    for (int heads : {1, 3})
+      for (int hd : {48, 80, 96})
+        for (int rot : {hd, hd / 4 * 2, 16})
+          for (float theta : {10000.0f, 1e6f}) {
+            const int64_t pos0 = T == 5 ? 0 : 777, delta = T == 65 ? -5 : 321;
+            const kn::RopeDims d{T, heads, hd, rot, theta};
+            const Vec x = randn(size_t(T) * heads * hd, rng);
+            Vec want = x;
+            for (int t = 0; t < T; ++t)
+              for (int h = 0; h < heads; ++h)
+                ref::rotate(&want[(size_t(t) * heads + h) * hd], rot, theta, false,
+                            double(pos0 + t));
+            float* dx = put(x);
+            be().rope_apply(d, dx, pos0);
+            std::ostringstream where;
+            where << "T=" << T << " heads=" << heads << " hd=" << hd << " rot=" << rot
+                  << " theta=" << theta;
+            expect_close(get(dx, x.size()), want, Op::RopeApply, where.str());
+            if (be().supports(Op::RopeShift)) {  // from what rope_apply produced
+              Vec shifted = get(dx, x.size());
+              for (int t = 0; t < T; ++t)
+                for (int h = 0; h < heads; ++h)
+                  ref::rotate(&shifted[(size_t(t) * heads + h) * hd], rot, theta, false,
+                              double(delta));
+              be().rope_shift(d, dx, delta);
+              expect_close(get(dx, x.size()), shifted, Op::RopeShift, where.str());
+            }
+            release();
+          }
+}
+
+TEST_P(BackendOps, RotaryRotateRowsAndColumns) {
+  REQUIRE_OP(Op::RotaryRotateRows);
+  std::mt19937 rng(12);
+  for (int dk : {48, 80})
+    for (int rot : {dk, 32})
+      for (bool interleaved : {false, true})
+        for (int64_t pos : {3, 1000}) {
+          const kn::Rotary r{rot, 10000.0f, interleaved};
+          const std::string where = "dk=" + std::to_string(dk) + " rot=" + std::to_string(rot) +
+                                    (interleaved ? " interleaved" : " half") +
+                                    " pos=" + std::to_string(pos);
+          for (int n : {1, 7}) {
+            const int ld = dk + 5;  // padding after each row stays untouched
+            const Vec x = randn(size_t(n) * ld, rng);
+            Vec want = x;
+            for (int i = 0; i < n; ++i)
+              ref::rotate(&want[size_t(i) * ld], rot, 10000.0, interleaved, double(pos));
+            float* dx = put(x);
+            be().rotary_rotate_rows(r, dx, n, ld, dk, pos);
+            expect_close(get(dx, x.size()), want, Op::RotaryRotateRows, where);
+          }
+          if (!be().supports(Op::RotaryRotateColumns)) continue;
+          for (int cols : {1, 9, 80}) {
+            const Vec m = randn(size_t(dk) * cols, rng);
+            Vec want = m;
+            for (int c = 0; c < cols; ++c)
+              ref::rotate(&want[c], rot, 10000.0, interleaved, double(pos), cols);
+            float* dm = put(m);
+            be().rotary_rotate_columns(r, dm, dk, cols, pos);
+            expect_close(get(dm, m.size()), want, Op::RotaryRotateColumns,
+                         where + " cols=" + std::to_string(cols));
+          }
+          release();
+        }
+}
+
+TEST_P(BackendOps, AttentionCausalGqa) {
+  REQUIRE_OP(Op::AttentionCausal);
+  std::mt19937 rng(13);
+  const int heads[][2] = {{2, 2}, {4, 2}, {8, 2}};  // GQA ratios 1, 2, 4
+  for (int T : {1, 7, 65})
+    for (int cached : {0, 13})
+      for (const auto& h : heads)
+        for (int hd : {48, 80}) {
+          const int n_kv = T + cached, H = h[0], Hkv = h[1];
+          const float scale = 1.0f / std::sqrt(float(hd));
+          const Vec q = randn(size_t(T) * H * hd, rng), k = randn(size_t(n_kv) * Hkv * hd, rng),
+                    v = randn(size_t(n_kv) * Hkv * hd, rng);
+          const kn::AttentionDims d{T, n_kv, H, Hkv, hd, scale};
+          float* out = put(Vec(q.size()));
+          float* work = put(Vec(std::max<size_t>(1, be().attention_workspace_floats(d))));
+          be().attention_causal(d, put(q), put(k), put(v), out, work);
+          std::ostringstream where;
+          where << "T=" << T << " n_kv=" << n_kv << " H=" << H << " Hkv=" << Hkv << " hd=" << hd;
+          expect_close(get(out, q.size()), ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale),
+                       Op::AttentionCausal, where.str());
+          release();
+        }
+}
+
+TEST_P(BackendOps, ElementwiseGates) {
+  std::mt19937 rng(14);
+  for (int rows : {1, 9})
+    for (int cols : {7, 48, 80}) {
+      const std::string where = std::to_string(rows) + "x" + std::to_string(cols);
+      if (be().supports(Op::SigmoidGate)) {  // the attention output gate: gate_ld 2·cols
+        const Vec x = randn(size_t(rows) * cols, rng), gate = randn(size_t(rows) * 2 * cols, rng);
+        Vec want = x;
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < cols; ++c)
+            want[size_t(r) * cols + c] =
+                float(x[size_t(r) * cols + c] * ref::sigmoid(gate[size_t(r) * 2 * cols + c]));
+        float* dx = put(x);
+        be().sigmoid_gate(dx, put(gate), rows, cols, 2 * cols);
+        expect_close(get(dx, x.size()), want, Op::SigmoidGate, where);
+      }
+      if (be().supports(Op::Swiglu)) {
+        const Vec gu = randn(size_t(rows) * 2 * cols, rng, 2.0f);
+        Vec want(size_t(rows) * cols);
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < cols; ++c)
+            want[size_t(r) * cols + c] = float(ref::silu(gu[size_t(r) * 2 * cols + c]) *
+                                               gu[size_t(r) * 2 * cols + cols + c]);
+        float* out = put(Vec(want.size()));
+        be().swiglu(put(gu), out, rows, cols);
+        expect_close(get(out, want.size()), want, Op::Swiglu, where);
+      }
+      if (be().supports(Op::AddSigmoidScaled)) {
+        const Vec x = randn(size_t(rows) * cols, rng), y = randn(x.size(), rng),
+                  logit = randn(rows, rng);
+        Vec want = x;
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < cols; ++c)
+            want[size_t(r) * cols + c] =
+                float(x[size_t(r) * cols + c] + ref::sigmoid(logit[r]) * y[size_t(r) * cols + c]);
+        float* dx = put(x);
+        be().add_sigmoid_scaled(dx, put(y), put(logit), rows, cols);
+        expect_close(get(dx, x.size()), want, Op::AddSigmoidScaled, where);
+      }
+      release();
+    }
+  if (!be().supports(Op::GdnGates)) return;
+  for (int rows : {1, 9})
+    for (int heads : {3, 8}) {  // b | a interleaved per row as the layer's projection lays them
+      const int ld = 2 * heads;
+      const Vec ba = randn(size_t(rows) * ld, rng, 2.0f), A_log = randn(heads, rng, 0.5f),
+                dt_bias = randn(heads, rng, 0.5f);
+      Vec want_beta(size_t(rows) * heads), want_g(want_beta.size());
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          want_beta[size_t(r) * heads + h] = float(ref::sigmoid(ba[size_t(r) * ld + h]));
+          want_g[size_t(r) * heads + h] =
+              float(-std::exp(double(A_log[h])) *
+                    ref::softplus(ba[size_t(r) * ld + heads + h] + double(dt_bias[h])));
+        }
+      const float* dba = put(ba);
+      float* beta = put(Vec(want_beta.size()));
+      float* g = put(Vec(want_g.size()));
+      be().gdn_gates(dba, dba + heads, ld, put(A_log), put(dt_bias), beta, g, rows, heads);
+      const std::string where = std::to_string(rows) + " rows, " + std::to_string(heads) + " heads";
+      expect_close(get(beta, want_beta.size()), want_beta, Op::GdnGates, where + " beta");
+      expect_close(get(g, want_g.size()), want_g, Op::GdnGates, where + " g");
+      release();
+    }
+}
+
+TEST_P(BackendOps, MoeRoutingAndExperts) {
+  REQUIRE_OP(Op::MoeRoute);
+  std::mt19937 rng(15);
+  for (int T : {1, 9})
+    for (int E : {8, 13})
+      for (int k : {1, 2, 4})
+        for (bool norm : {false, true}) {
+          const Vec logits = randn(size_t(T) * E, rng, 2.0f);
+          int* experts = put_ints(std::vector<int>(size_t(T) * k));
+          float* weights = put(Vec(size_t(T) * k));
+          be().moe_route(put(logits), T, E, k, norm, experts, weights);
+          std::vector<int> want_e;
+          Vec want_w;
+          ref::moe_route(logits, T, E, k, norm, want_e, want_w);
+          const std::string where = "T=" + std::to_string(T) + " E=" + std::to_string(E) +
+                                    " k=" + std::to_string(k) + (norm ? " norm" : "");
+          EXPECT_EQ(get_ints(experts, want_e.size()), want_e) << where;
+          expect_close(get(weights, want_w.size()), want_w, Op::MoeRoute, where);
+          if (!be().supports(Op::MoeGroup)) {
+            release();
+            continue;
+          }
+          // Group the pairs by expert: a stable counting sort.
+          const int pairs = T * k;
+          int* start = put_ints(std::vector<int>(E + 1));
+          int* pair_ids = put_ints(std::vector<int>(pairs));
+          be().moe_group(experts, T, k, E, start, pair_ids, put_ints(std::vector<int>(E)));
+          std::vector<int> want_start(E + 1, 0), want_ids;
+          for (int e = 0; e < E; ++e) {
+            for (int i = 0; i < pairs; ++i)
+              if (want_e[i] == e) want_ids.push_back(i);
+            want_start[e + 1] = int(want_ids.size());
+          }
+          EXPECT_EQ(get_ints(start, E + 1), want_start) << where;
+          EXPECT_EQ(get_ints(pair_ids, pairs), want_ids) << where;
+          if (!be().supports(Op::MoeGather) || !be().supports(Op::MoeScatterAdd)) {
+            release();
+            continue;
+          }
+          // Gather each expert's rows, then scatter weighted "expert outputs" back.
+          const int hidden = 48;
+          const Vec x = randn(size_t(T) * hidden, rng), ye = randn(size_t(pairs) * hidden, rng);
+          Vec out = randn(x.size(), rng);
+          const float* dx = put(x);
+          float* dout = put(out);
+          for (int e = 0; e < E; ++e) {
+            const int n = want_start[e + 1] - want_start[e];
+            if (n == 0) continue;
+            const int* list = pair_ids + want_start[e];
+            float* xe = put(Vec(size_t(n) * hidden));
+            be().moe_gather(dx, hidden, list, n, k, xe);
+            Vec want_xe;
+            for (int r = 0; r < n; ++r) {
+              const int t = want_ids[want_start[e] + r] / k;
+              want_xe.insert(want_xe.end(), x.begin() + t * hidden, x.begin() + (t + 1) * hidden);
+            }
+            expect_close(get(xe, want_xe.size()), want_xe, Op::MoeGather, where);
+            const float* dye = put(Vec(ye.begin() + size_t(want_start[e]) * hidden,
+                                       ye.begin() + size_t(want_start[e + 1]) * hidden));
+            be().moe_scatter_add(dye, hidden, list, n, k, weights, dout);
+            for (int r = 0; r < n; ++r) {
+              const int p = want_ids[want_start[e] + r];
+              for (int c = 0; c < hidden; ++c)
+                out[size_t(p / k) * hidden + c] =
+                    float(out[size_t(p / k) * hidden + c] +
+                          double(want_w[p]) * ye[size_t(want_start[e] + r) * hidden + c]);
+            }
+          }
+          expect_close(get(dout, out.size()), out, Op::MoeScatterAdd, where);
+          release();
+        }
+}
+
+TEST_P(BackendOps, ComposeStatesEveryStructure) {
+  REQUIRE_OP(Op::ComposeStates);
+  std::mt19937 rng(16);
+  using kn::TStructure;
+  for (const auto& dims : std::vector<std::pair<int, int>>{{48, 80}, {16, 24}})
+    for (bool addition : {false, true}) {
+      const int H = 2, dk = dims.first, dv = dims.second, rank = 5;
+      const TStructure structures[] = {TStructure::Scalar, TStructure::Diagonal, TStructure::Dense,
+                                       TStructure::LowRank};
+      std::vector<kn::TransitionRef> refs;
+      std::vector<Vec> want;
+      std::vector<float*> dstates;
+      for (TStructure st : structures) {
+        const int tf = st == TStructure::Scalar ? 1 : st == TStructure::Dense ? dk * dk : dk;
+        const Vec t = uniform(size_t(H) * tf, rng, -1.0f, 1.0f),
+                  s0 = randn(size_t(H) * dk * dv, rng);
+        const Vec x = st == TStructure::LowRank ? randn(size_t(H) * rank * dk, rng, 0.3f) : Vec();
+        const Vec y = st == TStructure::LowRank ? randn(size_t(H) * rank * dk, rng, 0.3f) : Vec();
+        const Vec state = randn(size_t(H) * dk * dv, rng);
+        // Dense T per head in double, then T·S + S0.
+        Vec w(state.size());
+        for (int h = 0; h < H; ++h)
+          for (int i = 0; i < dk; ++i)
+            for (int j = 0; j < dv; ++j) {
+              double acc = s0[(size_t(h) * dk + i) * dv + j];
+              if (addition) {
+                acc += state[(size_t(h) * dk + i) * dv + j];
+              } else {
+                for (int p = 0; p < dk; ++p) {
+                  double tip = 0;
+                  if (st == TStructure::Scalar) tip = i == p ? t[h] : 0.0;
+                  if (st == TStructure::Diagonal || st == TStructure::LowRank)
+                    tip = i == p ? t[size_t(h) * dk + i] : 0.0;
+                  if (st == TStructure::Dense) tip = t[(size_t(h) * dk + i) * dk + p];
+                  if (st == TStructure::LowRank)
+                    for (int r = 0; r < rank; ++r)
+                      tip -= double(x[(size_t(h) * rank + r) * dk + i]) *
+                             y[(size_t(h) * rank + r) * dk + p];
+                  acc += tip * state[(size_t(h) * dk + p) * dv + j];
+                }
+              }
+              w[(size_t(h) * dk + i) * dv + j] = float(acc);
+            }
+        want.push_back(w);
+        kn::TransitionRef r;
+        r.structure = st;
+        r.heads = H;
+        r.dk = dk;
+        r.dv = dv;
+        r.rank = st == TStructure::LowRank ? rank : 0;
+        r.t = put(t);
+        r.x = x.empty() ? nullptr : put(x);
+        r.y = y.empty() ? nullptr : put(y);
+        r.s0 = put(s0);
+        refs.push_back(r);
+        dstates.push_back(put(state));
+      }
+      be().compose_states(refs.data(), dstates.data(), int(refs.size()), addition);
+      for (size_t i = 0; i < refs.size(); ++i)
+        expect_close(get(dstates[i], want[i].size()), want[i], Op::ComposeStates,
+                     std::string(addition ? "addition " : "") + "structure " + std::to_string(i) +
+                         " dk=" + std::to_string(dk));
+      release();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, ::testing::Values("host", "cuda"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
