@@ -40,7 +40,8 @@ std::string one_line_parse_error(const CLI::App* app, const CLI::Error& e) {
   const std::vector<std::string> rest = command->remaining();
   const std::vector<const CLI::App*> subs =
       command->get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
-  if (e.get_name() == "RequiredError" && !rest.empty() && !subs.empty()) {
+  if (e.get_name() == "RequiredError" && !rest.empty() && !subs.empty() &&
+      rest.front().rfind('-', 0) != 0) {
     message = "unknown command '" + rest.front() + "'";
     if (command != app) message += " for '" + path + "'";
     std::string names;

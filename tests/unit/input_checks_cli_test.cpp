@@ -3,6 +3,7 @@
 // context or end-of-sequence id is impossible is refused naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,11 @@ TEST(InputChecksCli, UnknownCommandIsNamed) {
   r = hypic(tmp, "model frobnicate");
   expect_one_line_error(r, "unknown command 'frobnicate' for 'hypic model'");
   EXPECT_NE(r.err.find("init"), std::string::npos) << r.err;
+  // A flag where a command is expected is not called a command.
+  r = hypic(tmp, "model --frobnicate");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   // No command at all: CLI11's own words, on one line.
   expect_one_line_error(hypic(tmp, ""), "subcommand is required");
   // --help still prints the help and succeeds.
