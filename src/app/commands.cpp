@@ -32,7 +32,7 @@ CLI::Validator non_negative_count() {
         if (CLI::detail::lexical_cast(text, value) && value >= 0) return "";
         return "must be a whole number, 0 or more, not '" + text + "'";
       },
-      "COUNT");
+      "");  // no description: the help text stays as it was
 }
 
 void register_commands(CLI::App& app) {
