@@ -143,7 +143,8 @@ void add_bench_scaling(CLI::App& bench) {
   sub->add_option("--junction", a->junction, "junction window")->capture_default_str();
   sub->add_option("--seed", o.seed, "weights and tokens")->capture_default_str();
   sub->add_option("--ranks", a->ranks, "MPI ranks this job must have (0: any)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_count());
   sub->add_option("--json", a->json, "also write the numbers as JSON");
   on_run(sub, [a] { return run_bench_scaling(*a); });
 }

@@ -1,6 +1,7 @@
 #include "app/commands.hpp"
 
 #include <map>
+#include <string>
 
 namespace hypic::app {
 namespace {
@@ -22,6 +23,16 @@ int run_parsed(const CLI::App& app) {
 
 void on_run(CLI::App* sub, std::function<int()> run) {
   runners()[sub] = std::move(run);
+}
+
+CLI::Validator non_negative_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long long value = 0;
+        if (CLI::detail::lexical_cast(text, value) && value >= 0) return "";
+        return "must be a whole number, 0 or more, not '" + text + "'";
+      },
+      "");  // no description: the help text stays as it was
 }
 
 void register_commands(CLI::App& app) {

@@ -12,6 +12,10 @@ int run_selected(CLI::App& app);
 // Used by each command file: attach `run` to `sub` (called when sub was parsed).
 void on_run(CLI::App* sub, std::function<int()> run);
 
+// For a count option where 0 means "any" or "all": refuses negative numbers at parsing
+// (CLI11 would wrap "-3" into a huge unsigned count).
+CLI::Validator non_negative_count();
+
 // Command groups, one file each.
 void add_info_command(CLI::App& app);
 void add_model_commands(CLI::App& app);

@@ -275,7 +275,8 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--input", a->input, "LongBench JSONL or HotpotQA JSON file")->required();
   sub->add_option("--modes", a->modes, "comma-separated modes")->capture_default_str();
   sub->add_option("--out", a->out, "output folder")->required();
-  sub->add_option("--limit", a->limit, "use at most this many examples (0: all)");
+  sub->add_option("--limit", a->limit, "use at most this many examples (0: all)")
+      ->check(non_negative_count());
   sub->add_option("--junction", a->junction, "junction window: tokens, or a share in (0,1]")
       ->capture_default_str();
   sub->add_option("--store", a->store, "segment store (default OUT/store.h5)");

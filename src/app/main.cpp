@@ -6,10 +6,54 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "app/commands.hpp"
 #include "cluster/watch.hpp"
 #include "common/startup.hpp"
+
+namespace {
+
+// The deepest subcommand the command line selected ("hypic", "hypic model", ...).
+const CLI::App* selected_command(const CLI::App* app, std::string* path) {
+  *path = "hypic";
+  for (bool descended = true; descended;) {
+    descended = false;
+    for (const CLI::App* sub : app->get_subcommands({})) {
+      if (!sub->parsed() || sub->get_name().empty()) continue;  // "": an option group
+      *path += " " + sub->get_name();
+      app = sub;
+      descended = true;
+      break;
+    }
+  }
+  return app;
+}
+
+// A command-line error as one line, like every other error; an unknown command is named
+// together with the commands there are.
+std::string one_line_parse_error(const CLI::App* app, const CLI::Error& e) {
+  std::string path;
+  const CLI::App* command = selected_command(app, &path);
+  std::string message = e.what();
+  const std::vector<std::string> rest = command->remaining();
+  const std::vector<const CLI::App*> subs =
+      command->get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
+  if (e.get_name() == "RequiredError" && !rest.empty() && !subs.empty() &&
+      rest.front().rfind('-', 0) != 0) {
+    message = "unknown command '" + rest.front() + "'";
+    if (command != app) message += " for '" + path + "'";
+    std::string names;
+    for (const CLI::App* sub : subs) names += (names.empty() ? "" : ", ") + sub->get_name();
+    message += " (commands: " + names + ")";
+  }
+  for (char& c : message)
+    if (c == '\n' || c == '\r') c = ' ';
+  return "hypic: error: " + message + "; see `" + path + " --help`\n";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   hypic::reexec_for_blas_kernel(argc, argv);
@@ -21,6 +65,7 @@ int main(int argc, char** argv) {
     Kokkos::initialize(kokkos_argc, argv);
     CLI::App app{"hypic: position-independent caching for hybrid-attention language models"};
     app.require_subcommand(1);
+    app.failure_message(one_line_parse_error);
     app.set_version_flag("--version", std::string("hypic ") + HYPIC_VERSION);
     hypic::app::register_commands(app);
     try {

@@ -183,7 +183,8 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--on-bad-line", a->on_bad_line, "fail | skip")->capture_default_str();
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_count());
   sub->add_flag("--compare-full", a->compare_full,
                 "also run full recompute and record agreement, KL and hidden-state error");
   on_run(sub, [a] { return run_serve(*a); });

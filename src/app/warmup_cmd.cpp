@@ -130,7 +130,8 @@ void add_warmup_command(CLI::App& app) {
                 "verify every stored entry first and recompute damaged ones");
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_count());
   sub->add_flag("--sync", a->sync, "fsync after every entry (survives power loss)");
   on_run(sub, [a] { return run_warmup(*a); });
 }

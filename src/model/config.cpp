@@ -84,6 +84,12 @@ void ModelConfig::validate() const {
   positive(linear_key_head_dim, "linear_key_head_dim");
   positive(linear_value_head_dim, "linear_value_head_dim");
   positive(linear_conv_kernel_dim, "linear_conv_kernel_dim");
+  positive(max_position_embeddings, "max_position_embeddings");
+  // An end-of-sequence id the model cannot produce would never stop generation.
+  for (int id : eos_token_ids)
+    require(id >= 0 && id < vocab_size, "config: eos_token_id " + std::to_string(id) +
+                                            " is outside the vocabulary (0.." +
+                                            std::to_string(vocab_size - 1) + ")");
   require(rms_norm_eps > 0, "config: rms_norm_eps must be positive");
   require(rope_theta > 0, "config: rope_theta must be positive");
   require(static_cast<int>(layer_types.size()) == num_hidden_layers,

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -239,6 +240,26 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                                        std::to_string(data_size) +
                                        " bytes of tensor data (truncated file?)");
     tensors_.emplace(name, std::move(info));
+  }
+  // Each byte of tensor data belongs to one tensor at most: a header whose ranges overlap
+  // would make two weights share (and silently misread) each other's bytes.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& [name, info] : tensors_)
+    if (info.end > info.begin) by_offset.push_back(&info);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->name < b->name;
+  });
+  const TensorInfo* reaches_furthest = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (reaches_furthest != nullptr && t->begin < reaches_furthest->end) {
+      throw Error(path_ + ": tensors '" + reaches_furthest->name + "' (data bytes " +
+                  std::to_string(reaches_furthest->begin) + ".." +
+                  std::to_string(reaches_furthest->end) + ") and '" + t->name + "' (" +
+                  std::to_string(t->begin) + ".." + std::to_string(t->end) +
+                  ") overlap in their data_offsets; the file is damaged or was not written "
+                  "by a safetensors writer");
+    }
+    if (reaches_furthest == nullptr || t->end > reaches_furthest->end) reaches_furthest = t;
   }
 }
 

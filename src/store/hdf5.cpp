@@ -59,6 +59,9 @@ Handle file_access_plist(const std::string& path, const FileOptions& options) {
     if (H5Pset(fapl.id(), "clear_status_flags", &clear) < 0)
       fail_at("cannot request clearing the status flags of", "", path);
   }
+  if (options.metadata_read_attempts > 0 &&
+      H5Pset_metadata_read_attempts(fapl.id(), options.metadata_read_attempts) < 0)
+    fail_at("cannot set the metadata read attempts for", "", path);
   return fapl;
 }
 
@@ -394,6 +397,11 @@ File File::open(const std::string& path, Access access, const FileOptions& optio
     require(access == Access::kReadOnly,
             "HDF5: '" + path + "': SWMR reading needs read-only access");
     flags |= H5F_ACC_SWMR_READ;
+  }
+  if (options.swmr_write) {
+    require(access == Access::kReadWrite && options.latest_format,
+            "HDF5: '" + path + "': SWMR writing needs read-write access and the latest format");
+    flags |= H5F_ACC_SWMR_WRITE;
   }
   hid_t id = H5Fopen(path.c_str(), flags, fapl.id());
   if (id < 0) {

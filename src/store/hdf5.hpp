@@ -101,9 +101,17 @@ struct FileOptions {
   bool latest_format = false;
   // Open for single-writer/multiple-reader reading (read-only access only).
   bool swmr_read = false;
+  // Open straight into SWMR writing (read-write access and latest_format only). Unlike
+  // File::start_swmr_write(), which always sets 100 metadata read attempts, this keeps
+  // metadata_read_attempts.
+  bool swmr_write = false;
   // Clear the "file is open for writing" flags a killed SWMR writer leaves behind (what the
   // h5clear tool does). Only for a file the caller knows no live process is writing.
   bool clear_status_flags = false;
+  // How often HDF5 re-reads a piece of metadata whose checksum fails before giving up;
+  // 0 keeps HDF5's default (1, or 100 with a pause between tries for SWMR reading, which
+  // only helps while a live writer is changing the file).
+  unsigned metadata_read_attempts = 0;
 };
 
 struct DatasetOptions {

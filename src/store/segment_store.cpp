@@ -203,28 +203,104 @@ class WriterLock {
   int fd_ = -1;
 };
 
-// Opens the HDF5 file. A writer that failed because the disk was full can leave a file
-// shorter than the length its superblock records (HDF5 then refuses it as "truncated"). The
-// missing tail only ever held uncommitted data, so the file is extended back to its recorded
-// length with zeros and opened again; the commit record and checksums decide what is valid.
-// Done only when no other writer holds the store (`locked`, or a lock we can take now).
-h5::File open_repairing_length(const std::string& path, h5::Access access,
-                               const h5::FileOptions& options, bool locked) {
+// True when some open file description holds the writer lock on `path` (a live writer, in
+// this process or another). Readers of a store nobody writes need no SWMR retries.
+bool writer_holds_lock(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock probe;
+  std::memset(&probe, 0, sizeof(probe));
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
+// The length a "truncated file" error from HDF5 says the superblock records, or 0 when the
+// error is about something else.
+uint64_t recorded_length_if_truncated(const std::string& what) {
+  const std::string marker = "stored_eof = ";
+  const size_t at = what.find(marker);
+  if (what.find("truncated file") == std::string::npos || at == std::string::npos) return 0;
+  return std::strtoull(what.c_str() + at + marker.size(), nullptr, 10);
+}
+
+std::string truncated_message(const std::string& path, uint64_t size, uint64_t recorded) {
+  return "segment store '" + path + "' is truncated: the file has " + std::to_string(size) +
+         " bytes but its header records " + std::to_string(recorded);
+}
+
+// Opens the HDF5 file for reading. Never changes the file: a truncated store is refused.
+h5::File open_for_reading(const std::string& path, const h5::FileOptions& options) {
   try {
-    return h5::File::open(path, access, options);
+    return h5::File::open(path, h5::Access::kReadOnly, options);
   } catch (const Error& e) {
-    const std::string what = e.what();
-    const std::string marker = "stored_eof = ";
-    size_t at = what.find(marker);
-    if (what.find("truncated file") == std::string::npos || at == std::string::npos) throw;
-    const auto stored_eof = std::strtoull(what.c_str() + at + marker.size(), nullptr, 10);
-    WriterLock temporary;
-    if (!locked) temporary = WriterLock(path, /*create=*/false);
-    if (stored_eof <= std::filesystem::file_size(path) ||
-        ::truncate(path.c_str(), static_cast<off_t>(stored_eof)) != 0)
-      throw;
+    const uint64_t recorded = recorded_length_if_truncated(e.what());
+    if (recorded == 0) throw;
+    throw Error(truncated_message(path, std::filesystem::file_size(path), recorded) +
+                "; it was left as it is (if a warm-up stopped because the disk was full, "
+                "resuming that warm-up restores it; otherwise recompute it into a new store)");
   }
-  return h5::File::open(path, access, options);
+}
+
+// A store file extended back to the length its superblock records (see below), and how to
+// undo that when the file still cannot be used.
+struct LengthRepair {
+  std::string path;
+  uint64_t size = 0;      // on disk before
+  uint64_t recorded = 0;  // what the superblock records
+  std::string head;       // the first bytes before: opening for writing rewrites the superblock
+  bool extended = false;
+
+  // Puts the file back byte for byte (the caller has closed it); returns the refusal.
+  std::string undo(const std::string& why) const {
+    bool restored = ::truncate(path.c_str(), static_cast<off_t>(size)) == 0;
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    restored =
+        restored && f != nullptr && std::fwrite(head.data(), 1, head.size(), f) == head.size();
+    if (f != nullptr) restored = std::fclose(f) == 0 && restored;
+    return truncated_message(path, size, recorded) + " and what is left cannot be used (" + why +
+           "); " +
+           (restored ? "it was left as it was" : "putting back its original length failed") +
+           "; recompute it into a new store";
+  }
+};
+
+// Opens the HDF5 file for writing; the caller holds the writer lock. A writer that failed
+// because the disk was full can leave a file shorter than the length its superblock records
+// (HDF5 then refuses it as "truncated"). The missing tail only ever held uncommitted data, so
+// the file is extended back to its recorded length with zeros and opened again; the commit
+// record and checksums decide what is valid. When the cut went into committed metadata the
+// open fails again: the file is then put back exactly as it was (here, or by the caller with
+// `repair` when a later step fails) and the store is refused.
+h5::File open_for_writing_repairing_length(const std::string& path, const h5::FileOptions& options,
+                                           LengthRepair& repair) {
+  repair = LengthRepair{};
+  repair.path = path;
+  try {
+    return h5::File::open(path, h5::Access::kReadWrite, options);
+  } catch (const Error& e) {
+    repair.recorded = recorded_length_if_truncated(e.what());
+    if (repair.recorded == 0) throw;
+  }
+  repair.size = std::filesystem::file_size(path);
+  const std::string refused = truncated_message(path, repair.size, repair.recorded);
+  if (repair.recorded <= repair.size) throw Error(refused);
+  repair.head.assign(static_cast<size_t>(std::min<uint64_t>(repair.size, 4096)), '\0');
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  const bool read_ok = f != nullptr && std::fread(repair.head.data(), 1, repair.head.size(), f) ==
+                                           repair.head.size();
+  if (f != nullptr) std::fclose(f);
+  if (!read_ok) throw Error(refused + "; cannot read it");
+  if (::truncate(path.c_str(), static_cast<off_t>(repair.recorded)) != 0)
+    throw Error(refused + "; cannot extend it: " + std::strerror(errno));
+  repair.extended = true;
+  try {
+    return h5::File::open(path, h5::Access::kReadWrite, options);
+  } catch (const Error& e) {
+    throw Error(repair.undo(e.what()));
+  }
 }
 
 }  // namespace
@@ -600,18 +676,38 @@ std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& p
     impl->lock = WriterLock(path, /*create=*/false);
     // We hold the writer lock, so flags a killed writer left behind are stale: clear them.
     file_options.clear_status_flags = true;
-    impl->file = open_repairing_length(path, h5::Access::kReadWrite, file_options, true);
-    impl->file.start_swmr_write();
-  } else {
-    file_options.swmr_read = true;
+    // Nobody else changes the file while we hold the lock, so a metadata checksum that fails
+    // is damage: re-reading it (SWMR writing retries 100 times, pausing between) cannot help.
+    file_options.swmr_write = true;
+    file_options.metadata_read_attempts = 1;
+    LengthRepair repair;
+    impl->file = open_for_writing_repairing_length(path, file_options, repair);
     try {
-      impl->file = open_repairing_length(path, h5::Access::kReadOnly, file_options, false);
+      impl->read_attributes();
+      impl->open_datasets();
+      impl->load();
     } catch (const Error& e) {
-      throw Error(std::string(e.what()) +
-                  " (if a writer was killed while opening this store, opening it once for "
-                  "writing, e.g. resuming the warm-up, repairs it; so does `h5clear -s " +
-                  path + "`)");
+      if (!repair.extended) throw;
+      const WriterLock keep = std::move(impl->lock);
+      impl.reset();  // closes every HDF5 object and the file before its bytes are put back
+      throw Error(repair.undo(e.what()));
     }
+    return impl;
+  }
+  file_options.swmr_read = true;
+  // SWMR readers re-read metadata whose checksum fails (100 times by default, pausing
+  // longer each time) in case a writer is changing it; with no writer that only delays
+  // the error on a damaged file by many minutes.
+  if (!writer_holds_lock(path)) file_options.metadata_read_attempts = 1;
+  try {
+    impl->file = open_for_reading(path, file_options);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("already open") == std::string::npos) throw;
+    throw Error(what +
+                " (if a writer was killed while opening this store, opening it once for "
+                "writing, e.g. resuming the warm-up, repairs it; so does `h5clear -s " +
+                path + "`)");
   }
   impl->read_attributes();
   impl->open_datasets();

@@ -176,6 +176,25 @@ TEST(Config, InconsistentSizesAreRejected) {
   expect_error(j, {"sliding_attention"});
 }
 
+TEST(Config, NonsensicalContextAndEosAreRejected) {
+  json j = qwen3_next_json();
+  j["max_position_embeddings"] = 0;
+  expect_error(j, {"max_position_embeddings", "positive"});
+  j = qwen3_next_json();
+  j["max_position_embeddings"] = -5;
+  expect_error(j, {"max_position_embeddings"});
+  j = qwen3_next_json();
+  const int vocab = j.at("vocab_size").get<int>();
+  j["eos_token_id"] = vocab;  // one past the last token
+  expect_error(j, {"eos_token_id", std::to_string(vocab), "vocabulary"});
+  j = qwen3_next_json();
+  j["eos_token_id"] = {1, -2};
+  expect_error(j, {"eos_token_id", "-2"});
+  j = qwen3_next_json();
+  j["eos_token_id"] = vocab - 1;  // the last token is fine
+  EXPECT_NO_THROW(ModelConfig::from_json(j));
+}
+
 TEST(Config, UnsupportedRopeTypeIsRejected) {
   json j = qwen3_next_json();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};

@@ -190,6 +190,45 @@ TEST(Safetensors, RejectsInconsistentHeaders) {
   EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("truncated"), std::string::npos);
 }
 
+TEST(Safetensors, RefusesOverlappingAndOutOfFileOffsets) {
+  TempDir dir("hypic-st");
+  const std::string p = dir.file("overlap.safetensors");
+  // "b" reads the second half of "a": both tensors would share bytes.
+  spit(p, raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                   R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                   std::string(16, '\0')));
+  std::string msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("overlap"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  // The same with the overlapping tensor listed first and starting first.
+  spit(p, raw_file(R"({"z":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                   R"("y":{"dtype":"F32","shape":[3],"data_offsets":[8,20]}})",
+                   std::string(20, '\0')));
+  msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("'y'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'z'"), std::string::npos) << msg;
+  // Two tensors on exactly the same bytes.
+  spit(p, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                   R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                   std::string(8, '\0')));
+  EXPECT_NE(error_of([&] { SafetensorsFile f(p); }).find("overlap"), std::string::npos);
+  // Out of the file: past the end of the data.
+  spit(p, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+                   std::string(8, '\0')));
+  msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ends at data byte 24"), std::string::npos) << msg;
+  // Neighbours that touch, in any order, and empty tensors load.
+  spit(p, raw_file(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                   R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                   R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})",
+                   std::string(16, '\0')));
+  EXPECT_EQ(error_of([&] { SafetensorsFile f(p); }), "");
+}
+
 TEST(Safetensors, ShardedIndexIsOneNameSpace) {
   TempDir dir("hypic-st");
   const Tensor a = sample({2, 3}), b = sample({4});
