@@ -11,7 +11,7 @@
 #include "app/commands.hpp"
 #include "app/io_util.hpp"
 #include "bench/tokenize.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/tokenizer.hpp"
 
 namespace hypic::app {
@@ -19,7 +19,7 @@ namespace {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open --text file " + path);
+  HYPIC_REQUIRE(in.good(), "cannot open --text file " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

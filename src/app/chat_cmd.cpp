@@ -19,8 +19,8 @@
 #include "cluster/messages.hpp"
 #include "cluster/watch.hpp"
 #include "cluster/world.hpp"
-#include "common/error.hpp"
 #include "eval/chat_session.hpp"
+#include "hypic/error.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "pic/engine.hpp"
 
@@ -35,7 +35,7 @@ struct ChatArgs {
 };
 
 int run_chat(const ChatArgs& a) {
-  require(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
+  HYPIC_REQUIRE(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());

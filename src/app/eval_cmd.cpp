@@ -26,11 +26,11 @@
 #include "app/pic_report.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
-#include "common/error.hpp"
 #include "eval/datasets.hpp"
 #include "eval/metrics.hpp"
 #include "eval/runner.hpp"
 #include "eval/templates.hpp"
+#include "hypic/error.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "store/segment_store.hpp"
 
@@ -58,7 +58,7 @@ std::vector<pic::Mode> parse_modes(const std::string& text) {
     const pic::Mode m = pic::parse_mode(item);
     if (seen.insert(pic::mode_name(m)).second) modes.push_back(m);
   }
-  require(!modes.empty(), "--modes lists no mode (e.g. full,prefix,pic,pic-addition)");
+  HYPIC_REQUIRE(!modes.empty(), "--modes lists no mode (e.g. full,prefix,pic,pic-addition)");
   return modes;
 }
 
@@ -114,11 +114,11 @@ struct EvalRun {
 void prepare(EvalRun& run, const eval::TemplateSet& templates) {
   const EvalArgs& a = run.a;
   run.tmpl = &templates.get(a.dataset);
-  require(a.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
+  HYPIC_REQUIRE(a.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
   eval::ReadOptions ro;
   ro.limit = a.limit;
   const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, run.tmpl->split, ro);
-  require(!data.examples.empty(), a.input + ": no examples");
+  HYPIC_REQUIRE(!data.examples.empty(), a.input + ": no examples");
   run.max_new = a.max_new_tokens > 0 ? a.max_new_tokens : run.tmpl->max_answer_tokens;
   run.m.emplace(load_pic_model(a.model));
   std::vector<std::string> skipped;
@@ -127,7 +127,7 @@ void prepare(EvalRun& run, const eval::TemplateSet& templates) {
                        run.m->model->config().max_position_embeddings, run.max_new, skipped);
   for (const std::string& why : skipped) std::fprintf(stderr, "eval: skipping %s\n", why.c_str());
   run.skipped = skipped.size();
-  require(!run.items.empty(), a.input + ": no example fits the model");
+  HYPIC_REQUIRE(!run.items.empty(), a.input + ": no example fits the model");
 }
 
 // Every distinct segment once into the store, computed by the workers (or here, with one
@@ -175,7 +175,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   pic::Engine engine(*run.m->model, run.m->fingerprint, eo, entries && run.st ? &*run.st : nullptr);
   if (entries) engine.set_cold_source(run.cold.get());
   std::ofstream pred(predictions);
-  require(pred.good(), "cannot write " + predictions);
+  HYPIC_REQUIRE(pred.good(), "cannot write " + predictions);
   eval::ModeScorer scorer(mode, *run.tmpl);
   RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
   Progress bar(pic::mode_name(mode), run.items.size());
@@ -189,7 +189,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
     bar.update(++done);
   }
   bar.update(done, true);
-  require(pred.good(), "writing " + predictions + " failed");
+  HYPIC_REQUIRE(pred.good(), "writing " + predictions + " failed");
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   summary.memory_bytes = engine.memory_bytes();
   summary.memory_evictions = engine.memory_evictions();

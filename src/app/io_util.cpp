@@ -5,13 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::app {
 
 std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
   std::ifstream in(path);
-  require(in.good(), "cannot open token-id file '" + path + "'");
+  HYPIC_REQUIRE(in.good(), "cannot open token-id file '" + path + "'");
   nlohmann::json j;
   try {
     in >> j;
@@ -19,19 +19,19 @@ std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
     throw Error("token-id file '" + path + "' is not valid JSON: " + e.what());
   }
   const nlohmann::json& ids = j.is_object() && j.contains("input_ids") ? j["input_ids"] : j;
-  require(ids.is_array(),
-          "token-id file '" + path + "' must hold a list of ints or {\"input_ids\": [...]}");
-  require(!ids.empty(), "token-id file '" + path + "' holds no tokens");
+  HYPIC_REQUIRE(ids.is_array(),
+                "token-id file '" + path + "' must hold a list of ints or {\"input_ids\": [...]}");
+  HYPIC_REQUIRE(!ids.empty(), "token-id file '" + path + "' holds no tokens");
   std::vector<int32_t> out;
   out.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    require(ids[i].is_number_integer(),
-            "token-id file '" + path + "': element " + std::to_string(i) + " is not an integer");
+    HYPIC_REQUIRE(ids[i].is_number_integer(), "token-id file '" + path + "': element " +
+                                                  std::to_string(i) + " is not an integer");
     const int64_t v = ids[i].get<int64_t>();
-    require(v >= 0 && v < vocab_size, "token-id file '" + path + "': id " + std::to_string(v) +
-                                          " at position " + std::to_string(i) +
-                                          " is outside the vocabulary [0, " +
-                                          std::to_string(vocab_size) + ")");
+    HYPIC_REQUIRE(v >= 0 && v < vocab_size,
+                  "token-id file '" + path + "': id " + std::to_string(v) + " at position " +
+                      std::to_string(i) + " is outside the vocabulary [0, " +
+                      std::to_string(vocab_size) + ")");
     out.push_back(static_cast<int32_t>(v));
   }
   return out;
@@ -42,7 +42,7 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (!parent.empty()) std::filesystem::create_directories(parent);
   std::ofstream out(path);
   out << text;
-  require(out.good(), "cannot write '" + path + "'");
+  HYPIC_REQUIRE(out.good(), "cannot write '" + path + "'");
 }
 
 uint64_t peak_rss_bytes() {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "pic/fingerprint.hpp"
 
@@ -66,7 +66,7 @@ std::vector<int32_t> text_tokens(const json& j, const std::string& what,
 int for_each_line(const std::string& path, BadLinePolicy policy,
                   const std::function<void(const json&, int)>& parse) {
   std::ifstream in(path);
-  require(in.good(), "cannot open '" + path + "'");
+  HYPIC_REQUIRE(in.good(), "cannot open '" + path + "'");
   std::string text;
   int line = 0, skipped = 0;
   while (std::getline(in, text)) {

@@ -107,7 +107,7 @@ int run_serve(const ServeArgs& a) {
   const pic::Mode mode = pic::parse_mode(a.mode);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
-  require(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
+  HYPIC_REQUIRE(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
@@ -126,7 +126,7 @@ int run_serve(const ServeArgs& a) {
 
   std::filesystem::create_directories(a.out);
   std::ofstream pred(a.out + "/predictions.jsonl");
-  require(pred.good(), "cannot write " + a.out + "/predictions.jsonl");
+  HYPIC_REQUIRE(pred.good(), "cannot write " + a.out + "/predictions.jsonl");
   RunSummary summary(mode, junction, s.engine->options().memory_budget_bytes);
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -138,7 +138,7 @@ int run_serve(const ServeArgs& a) {
     pred << serve_one(s, m, qf.queries[qi], summary).dump() << "\n";
     pred.flush();
   }
-  require(pred.good(), "writing " + a.out + "/predictions.jsonl failed");
+  HYPIC_REQUIRE(pred.good(), "writing " + a.out + "/predictions.jsonl failed");
   summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   summary.memory_bytes = s.engine->memory_bytes();

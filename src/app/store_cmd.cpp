@@ -19,7 +19,7 @@
 #include "app/commands.hpp"
 #include "cluster/cost_model.hpp"
 #include "cluster/distributed.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
@@ -50,16 +50,17 @@ std::string junction_text(int code) {
 
 // Refuses a shard whose settings differ from `want`, naming both.
 void require_same(const Settings& want, const Settings& got) {
-  require(got.fingerprint == want.fingerprint,
-          got.from + " was made for model fingerprint '" + got.fingerprint + "' but " + want.from +
-              " for '" + want.fingerprint + "'; a merge takes stores of one model only");
-  require(got.junction == want.junction, got.from + " has junction " + junction_text(got.junction) +
-                                             " but " + want.from + " has " +
-                                             junction_text(want.junction) +
-                                             "; a merge takes stores of one junction width only");
-  require(got.dtype == want.dtype, got.from + " stores " + dtype_name(got.dtype) + " but " +
-                                       want.from + " stores " + dtype_name(want.dtype) +
-                                       "; a merge takes stores of one dtype only");
+  HYPIC_REQUIRE(got.fingerprint == want.fingerprint,
+                got.from + " was made for model fingerprint '" + got.fingerprint + "' but " +
+                    want.from + " for '" + want.fingerprint +
+                    "'; a merge takes stores of one model only");
+  HYPIC_REQUIRE(got.junction == want.junction,
+                got.from + " has junction " + junction_text(got.junction) + " but " + want.from +
+                    " has " + junction_text(want.junction) +
+                    "; a merge takes stores of one junction width only");
+  HYPIC_REQUIRE(got.dtype == want.dtype, got.from + " stores " + dtype_name(got.dtype) + " but " +
+                                             want.from + " stores " + dtype_name(want.dtype) +
+                                             "; a merge takes stores of one dtype only");
 }
 
 std::string damaged_text(const std::string& what, const store::VerifyReport& v) {
@@ -105,9 +106,9 @@ void merge_cost_models(const std::string& out, const std::vector<std::string>& s
 int run_merge(const MergeArgs& a) {
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  require(ranks == 1, "hypic store merge runs as one process, but this job has " +
-                          std::to_string(ranks) + " ranks; start it without mpirun/srun -n");
-  require(!a.shards.empty(), "store merge: give at least one shard store");
+  HYPIC_REQUIRE(ranks == 1, "hypic store merge runs as one process, but this job has " +
+                                std::to_string(ranks) + " ranks; start it without mpirun/srun -n");
+  HYPIC_REQUIRE(!a.shards.empty(), "store merge: give at least one shard store");
 
   // 1. Every shard: there, a store, and of one kind (cheap: attributes only).
   auto open_shard = [](const std::string& shard) {
@@ -119,8 +120,8 @@ int run_merge(const MergeArgs& a) {
   };
   std::vector<Settings> settings;
   for (const std::string& shard : a.shards) {
-    require(fs::exists(shard), "shard " + shard + " does not exist");
-    require(!same_file(shard, a.out), "shard " + shard + " is the --out store itself");
+    HYPIC_REQUIRE(fs::exists(shard), "shard " + shard + " does not exist");
+    HYPIC_REQUIRE(!same_file(shard, a.out), "shard " + shard + " is the --out store itself");
     settings.push_back(settings_of("shard " + shard, open_shard(shard)));
     require_same(settings.front(), settings.back());
   }

@@ -4,12 +4,13 @@
 #include <random>
 
 #include "bench/timing.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::bench {
 
 double measure_sgemm_gflops(int n, int reps) {
-  require(n > 0 && reps > 0, "sgemm benchmark: the size and the repetitions must be positive");
+  HYPIC_REQUIRE(n > 0 && reps > 0,
+                "sgemm benchmark: the size and the repetitions must be positive");
   std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -26,7 +27,7 @@ double measure_sgemm_gflops(int n, int reps) {
 }
 
 BlasResult run_blas(const BlasOptions& o) {
-  require(o.n > 0 && o.reps > 0, "--n and --reps must be positive");
+  HYPIC_REQUIRE(o.n > 0 && o.reps > 0, "--n and --reps must be positive");
   BlasResult r;
   r.blas = kernels::blas_info();
   const int max_threads = std::max(1, r.blas.threads);

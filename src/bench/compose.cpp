@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "bench/timing.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/linear_attention.hpp"
 #include "hypic/kernels/norm.hpp"
@@ -97,9 +97,9 @@ std::vector<SummaryBytes> summary_byte_table(int heads, int d, int tokens) {
 }  // namespace
 
 ComposeResult run_compose(const ComposeOptions& a) {
-  require(a.tokens > 0 && a.reps > 0 && a.hidden > 0 && a.key_heads > 0 && a.value_heads > 0 &&
-              a.head_dim > 0 && a.value_heads % a.key_heads == 0,
-          "bench compose: sizes must be positive and value heads a multiple of key heads");
+  HYPIC_REQUIRE(a.tokens > 0 && a.reps > 0 && a.hidden > 0 && a.key_heads > 0 &&
+                    a.value_heads > 0 && a.head_dim > 0 && a.value_heads % a.key_heads == 0,
+                "bench compose: sizes must be positive and value heads a multiple of key heads");
   model::ModelConfig cfg = a.base;
   cfg.hidden_size = a.hidden;
   cfg.linear_num_key_heads = a.key_heads;
@@ -129,7 +129,8 @@ ComposeResult run_compose(const ComposeOptions& a) {
 
   // Applying one cached summary (dense T, as GDN's natural structure) to a running state.
   Tensor running = random_tensor({Hv, d, d}, 1.0f, rng);
-  r.apply_s = median_seconds(std::max(a.reps, 20), [&] { pic::apply(kernels::host_backend(), sum, running.data()); });
+  r.apply_s = median_seconds(std::max(a.reps, 20),
+                             [&] { pic::apply(kernels::host_backend(), sum, running.data()); });
 
   r.blas = kernels::blas_info();
   r.summary_bytes = summary_byte_table(Hv, d, T);

@@ -5,14 +5,14 @@
 
 #include "bench/blas.hpp"
 #include "bench/timing.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
 
 namespace hypic::bench {
 
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o) {
-  require(o.tokens > 0 && o.reps > 0, "--tokens and --reps must be positive");
+  HYPIC_REQUIRE(o.tokens > 0 && o.reps > 0, "--tokens and --reps must be positive");
   ForwardResult r;
   r.blas = kernels::blas_info();
   r.sgemm_gflops = measure_sgemm_gflops(o.sgemm_n, o.sgemm_reps);

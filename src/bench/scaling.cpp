@@ -12,7 +12,7 @@
 #include "cluster/messages.hpp"
 #include "cluster/simulate.hpp"
 #include "cluster/world.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
@@ -175,12 +175,13 @@ ScalingResult run_scaling(MPI_Comm comm, const ScalingOptions& a, const ScalingP
   r.ranks = world.size;
   r.blas_threads_per_rank = cluster::blas_threads_per_rank(world);
   kernels::set_blas_threads(r.blas_threads_per_rank);
-  require(a.segments > 0 && a.tokens >= 16LL * a.segments && a.question_tokens > 0,
-          "--segments and --question-tokens must be positive, --tokens at least 16 per segment");
+  HYPIC_REQUIRE(
+      a.segments > 0 && a.tokens >= 16LL * a.segments && a.question_tokens > 0,
+      "--segments and --question-tokens must be positive, --tokens at least 16 per segment");
   const model::ModelConfig& cfg = a.model;
-  require(a.tokens + a.question_tokens <= cfg.max_position_embeddings,
-          "--tokens plus the question exceed the model's context of " +
-              std::to_string(cfg.max_position_embeddings));
+  HYPIC_REQUIRE(a.tokens + a.question_tokens <= cfg.max_position_embeddings,
+                "--tokens plus the question exceed the model's context of " +
+                    std::to_string(cfg.max_position_embeddings));
   model::Model net(cfg, model::random_weights(cfg, a.seed));
   if (world.rank != 0) {
     cluster::run_worker(comm, net, a.junction);

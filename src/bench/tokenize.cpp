@@ -1,6 +1,6 @@
 #include "bench/tokenize.hpp"
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::bench {
 
@@ -19,7 +19,7 @@ std::string sample_text(size_t bytes) {
 }
 
 TokenizeResult run_tokenize(const model::Tokenizer& tok, const std::string& text, double seconds) {
-  require(!text.empty(), "the text to encode is empty");
+  HYPIC_REQUIRE(!text.empty(), "the text to encode is empty");
   TokenizeResult r;
   r.bytes = text.size();
   r.tokens = tok.encode(text).size();

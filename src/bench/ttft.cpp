@@ -9,7 +9,7 @@
 
 #include "bench/timing.hpp"
 #include "cluster/distributed.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
 #include "pic/fingerprint.hpp"
@@ -137,9 +137,10 @@ std::optional<double> p50_ratio(const std::vector<TtftModeRun>& runs, const std:
 }  // namespace
 
 TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
-  require(a.segments > 0 && a.segment_tokens > 1 && a.queries > 0 && a.question_tokens > 0,
-          "--segments, --segment-tokens (> 1), --queries and --question-tokens must be positive");
-  require(a.corpus >= a.segments, "--corpus must hold at least --segments documents");
+  HYPIC_REQUIRE(
+      a.segments > 0 && a.segment_tokens > 1 && a.queries > 0 && a.question_tokens > 0,
+      "--segments, --segment-tokens (> 1), --queries and --question-tokens must be positive");
+  HYPIC_REQUIRE(a.corpus >= a.segments, "--corpus must hold at least --segments documents");
   std::vector<pic::Mode> modes;
   for (const std::string& m : a.modes) modes.push_back(pic::parse_mode(m));
   store::parse_dtype(a.dtype);  // before the long steps: a wrong --dtype fails at once
@@ -152,9 +153,9 @@ TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
   result.build_seconds = seconds_since(tw);
   result.parameter_count = double(net.weights().parameter_count());
   result.prompt_tokens = int64_t(a.segments) * a.segment_tokens + a.question_tokens;
-  require(result.prompt_tokens <= cfg.max_position_embeddings,
-          "the queries would exceed the model's context of " +
-              std::to_string(cfg.max_position_embeddings));
+  HYPIC_REQUIRE(result.prompt_tokens <= cfg.max_position_embeddings,
+                "the queries would exceed the model's context of " +
+                    std::to_string(cfg.max_position_embeddings));
 
   std::mt19937_64 rng(a.seed);
   const std::vector<std::vector<int32_t>> docs = random_corpus(a, cfg.vocab_size, rng);

@@ -9,7 +9,7 @@
 #include <optional>
 #include <set>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 
@@ -58,14 +58,15 @@ std::optional<std::array<double, 3>> solve_subset(const std::vector<double>& x,
 }  // namespace
 
 CostModel CostModel::fit(const std::vector<CostSample>& samples) {
-  require(!samples.empty(), "cannot fit a cost model without samples; measure some segments");
+  HYPIC_REQUIRE(!samples.empty(), "cannot fit a cost model without samples; measure some segments");
   std::set<int64_t> distinct;
   int64_t max_tokens = 0;
   int64_t min_tokens = std::numeric_limits<int64_t>::max();
   for (const CostSample& s : samples) {
-    require(s.tokens >= 0 && std::isfinite(s.seconds) && s.seconds >= 0.0,
-            "cost sample (" + std::to_string(s.tokens) + " tokens, " + std::to_string(s.seconds) +
-                " s) is invalid: tokens and seconds must be >= 0");
+    HYPIC_REQUIRE(s.tokens >= 0 && std::isfinite(s.seconds) && s.seconds >= 0.0,
+                  "cost sample (" + std::to_string(s.tokens) + " tokens, " +
+                      std::to_string(s.seconds) +
+                      " s) is invalid: tokens and seconds must be >= 0");
     distinct.insert(s.tokens);
     max_tokens = std::max(max_tokens, s.tokens);
     min_tokens = std::min(min_tokens, s.tokens);
@@ -109,7 +110,7 @@ CostModel CostModel::fit(const std::vector<CostSample>& samples) {
       best_ssr = ssr;
     }
   }
-  require(best.has_value(), "cost model fit failed: no non-negative solution");
+  HYPIC_REQUIRE(best.has_value(), "cost model fit failed: no non-negative solution");
 
   CostModel model((*best)[0], (*best)[1] / scale, (*best)[2] / (scale * scale));
   model.samples_ = static_cast<int64_t>(samples.size());
@@ -146,18 +147,19 @@ nlohmann::json CostModel::to_json() const {
 }
 
 CostModel CostModel::from_json(const nlohmann::json& j) {
-  require(j.is_object() && j.value("format", std::string()) == kFormat,
-          "not a hypic cost model (expected \"format\": \"" + std::string(kFormat) + "\")");
-  require(j.value("version", 0) == kVersion,
-          "cost model version " + j.value("version", nlohmann::json()).dump() +
-              " is not supported (expected " + std::to_string(kVersion) +
-              "); measure it again with this hypic");
+  HYPIC_REQUIRE(j.is_object() && j.value("format", std::string()) == kFormat,
+                "not a hypic cost model (expected \"format\": \"" + std::string(kFormat) + "\")");
+  HYPIC_REQUIRE(j.value("version", 0) == kVersion,
+                "cost model version " + j.value("version", nlohmann::json()).dump() +
+                    " is not supported (expected " + std::to_string(kVersion) +
+                    "); measure it again with this hypic");
   auto coefficient = [&](const char* name) {
-    require(j.contains(name) && j[name].is_number(),
-            std::string("cost model lacks the number \"") + name + "\"");
+    HYPIC_REQUIRE(j.contains(name) && j[name].is_number(),
+                  std::string("cost model lacks the number \"") + name + "\"");
     const double v = j[name].get<double>();
-    require(std::isfinite(v) && v >= 0.0, std::string("cost model coefficient ") + name + " = " +
-                                              std::to_string(v) + " must be finite and >= 0");
+    HYPIC_REQUIRE(std::isfinite(v) && v >= 0.0, std::string("cost model coefficient ") + name +
+                                                    " = " + std::to_string(v) +
+                                                    " must be finite and >= 0");
     return v;
   };
   CostModel model(coefficient("a"), coefficient("b"), coefficient("c"));
@@ -173,18 +175,19 @@ void CostModel::save(const std::string& path) const {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    require(out.good(), "cannot write cost model to " + tmp + ": check the directory exists");
+    HYPIC_REQUIRE(out.good(), "cannot write cost model to " + tmp + ": check the directory exists");
     out << to_json().dump(2) << "\n";
     out.flush();
-    require(out.good(), "writing cost model " + tmp + " failed (disk full?)");
+    HYPIC_REQUIRE(out.good(), "writing cost model " + tmp + " failed (disk full?)");
   }
-  require(std::rename(tmp.c_str(), path.c_str()) == 0,
-          "cannot rename " + tmp + " to " + path + ": check permissions");
+  HYPIC_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0,
+                "cannot rename " + tmp + " to " + path + ": check permissions");
 }
 
 CostModel CostModel::load(const std::string& path) {
   std::ifstream in(path);
-  require(in.good(), "cannot read cost model " + path + ": run `hypic warmup` to measure one");
+  HYPIC_REQUIRE(in.good(),
+                "cannot read cost model " + path + ": run `hypic warmup` to measure one");
   nlohmann::json j;
   try {
     in >> j;

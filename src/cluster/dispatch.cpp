@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 
@@ -14,11 +14,11 @@ Dispatcher::Dispatcher(const Schedule& plan, std::vector<double> costs, int dept
       held_(plan.tasks.size()),
       depth_(depth),
       steal_(steal) {
-  require(depth >= 1, "dispatch depth must be at least 1, got " + std::to_string(depth));
+  HYPIC_REQUIRE(depth >= 1, "dispatch depth must be at least 1, got " + std::to_string(depth));
   for (size_t w = 0; w < plan.tasks.size(); ++w)
     for (const int64_t t : plan.tasks[w]) {
-      require(t >= 0 && static_cast<size_t>(t) < costs_.size(),
-              "dispatch: task " + std::to_string(t) + " has no cost");
+      HYPIC_REQUIRE(t >= 0 && static_cast<size_t>(t) < costs_.size(),
+                    "dispatch: task " + std::to_string(t) + " has no cost");
       queue_[w].push_back(t);
       ++unsent_;
     }
@@ -37,7 +37,7 @@ double Dispatcher::unsent_cost(int w) const {
 }
 
 std::vector<int64_t> Dispatcher::refill(int w) {
-  require(w >= 0 && w < workers(), "dispatch: no worker " + std::to_string(w));
+  HYPIC_REQUIRE(w >= 0 && w < workers(), "dispatch: no worker " + std::to_string(w));
   const size_t me = static_cast<size_t>(w);
   std::vector<int64_t> out;
   while (static_cast<int>(held_[me].size()) < depth_) {
@@ -73,11 +73,11 @@ std::vector<int64_t> Dispatcher::refill(int w) {
 }
 
 void Dispatcher::finished(int w, int64_t task) {
-  require(w >= 0 && w < workers(), "dispatch: no worker " + std::to_string(w));
+  HYPIC_REQUIRE(w >= 0 && w < workers(), "dispatch: no worker " + std::to_string(w));
   std::vector<int64_t>& h = held_[static_cast<size_t>(w)];
   const auto it = std::find(h.begin(), h.end(), task);
-  require(it != h.end(),
-          "dispatch: worker " + std::to_string(w) + " did not hold task " + std::to_string(task));
+  HYPIC_REQUIRE(it != h.end(), "dispatch: worker " + std::to_string(w) + " did not hold task " +
+                                   std::to_string(task));
   h.erase(it);
 }
 

@@ -16,7 +16,7 @@
 #include "cluster/lpt.hpp"
 #include "cluster/progress.hpp"
 #include "cluster/watch.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "pic/segment_entry.hpp"
 
 namespace hypic::cluster {
@@ -109,9 +109,10 @@ int debug_worker_delay_ms() {
   if (v == nullptr || *v == '\0') return 0;
   char* end = nullptr;
   const long ms = std::strtol(v, &end, 10);
-  require(end != v && *end == '\0' && ms >= 0 && ms <= 600000,
-          std::string("HYPIC_DEBUG_WORKER_DELAY_MS must be milliseconds in [0, 600000], got '") +
-              v + "'");
+  HYPIC_REQUIRE(
+      end != v && *end == '\0' && ms >= 0 && ms <= 600000,
+      std::string("HYPIC_DEBUG_WORKER_DELAY_MS must be milliseconds in [0, 600000], got '") + v +
+          "'");
   return static_cast<int>(ms);
 }
 
@@ -187,7 +188,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     run_worker(comm, model, options.junction);
     return res;
   }
-  require(store != nullptr && store->writable(), "warm-up needs a writable store on rank 0");
+  HYPIC_REQUIRE(store != nullptr && store->writable(), "warm-up needs a writable store on rank 0");
   const auto t0 = Clock::now();
   res.total = docs.size();
 
@@ -242,9 +243,9 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     while (res.computed < tasks.size()) {
       for (ReceivedEntry& got : wait_entries(receiver, watch)) {
         const auto it = task_of.find(got.segment);
-        require(it != task_of.end() && tasks[it->second].key == got.key,
-                "rank " + std::to_string(got.source) + " sent an entry for segment " +
-                    std::to_string(got.segment) + " that was not asked for");
+        HYPIC_REQUIRE(it != task_of.end() && tasks[it->second].key == got.key,
+                      "rank " + std::to_string(got.source) + " sent an entry for segment " +
+                          std::to_string(got.segment) + " that was not asked for");
         dispatcher.finished(got.source - 1, static_cast<int64_t>(it->second));
         task_of.erase(it);
         send_tasks(sender, dispatcher, got.source - 1, tasks, watch, labels);
@@ -306,7 +307,7 @@ RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel
 RemoteColdSource::~RemoteColdSource() = default;
 
 void RemoteColdSource::set_plan(Policy policy, int workers, bool rebalance) {
-  require(workers >= 1, "cold source: at least one worker");
+  HYPIC_REQUIRE(workers >= 1, "cold source: at least one worker");
   s_->policy = policy;
   s_->use_workers = std::min(workers, s_->workers);
   s_->rebalance = rebalance;
@@ -333,7 +334,8 @@ void RemoteColdSource::begin(const std::vector<pic::ColdSegment>& cold) {
     s_->local.begin(cold);
     return;
   }
-  require(s_->pending.empty(), "cold source: the previous query's entries were not all taken");
+  HYPIC_REQUIRE(s_->pending.empty(),
+                "cold source: the previous query's entries were not all taken");
   std::vector<int64_t> order;
   for (const pic::ColdSegment& c : cold) {
     order.push_back(c.index);
@@ -368,16 +370,16 @@ pic::SegmentEntry RemoteColdSource::take(int64_t index) {
     return e;
   }
   const auto it = s_->pending.find(index);
-  require(it != s_->pending.end(),
-          "cold source: segment " + std::to_string(index) + " was not announced");
+  HYPIC_REQUIRE(it != s_->pending.end(),
+                "cold source: segment " + std::to_string(index) + " was not announced");
   const pic::ColdSegment seg = std::move(it->second);
   s_->pending.erase(it);
   while (!s_->order->next_ready()) {
     for (ReceivedEntry& got : wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls)) {
       const auto t = s_->task_of.find(got.segment);
-      require(t != s_->task_of.end(), "cold source: rank " + std::to_string(got.source) +
-                                          " sent segment " + std::to_string(got.segment) +
-                                          ", which is not one of this query's cold segments");
+      HYPIC_REQUIRE(t != s_->task_of.end(), "cold source: rank " + std::to_string(got.source) +
+                                                " sent segment " + std::to_string(got.segment) +
+                                                ", which is not one of this query's cold segments");
       const int w = got.source - 1;
       s_->dispatcher->finished(w, static_cast<int64_t>(t->second));
       send_tasks(*s_->sender, *s_->dispatcher, w, s_->tasks, *s_->watch, s_->labels);
@@ -387,9 +389,10 @@ pic::SegmentEntry RemoteColdSource::take(int64_t index) {
     s_->sender->test();
   }
   ReceivedEntry got = s_->order->pop_next();
-  require(got.segment == index && got.key == seg.key,
-          "cold source: rank " + std::to_string(got.source) + " sent segment " +
-              std::to_string(got.segment) + " where segment " + std::to_string(index) + " was due");
+  HYPIC_REQUIRE(got.segment == index && got.key == seg.key,
+                "cold source: rank " + std::to_string(got.source) + " sent segment " +
+                    std::to_string(got.segment) + " where segment " + std::to_string(index) +
+                    " was due");
   const double seconds = take_compute_seconds(got.entry);
   s_->stats.busy_s[static_cast<size_t>(got.source - 1)] += seconds;
   ++s_->stats.segments[static_cast<size_t>(got.source - 1)];

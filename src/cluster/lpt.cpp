@@ -6,18 +6,19 @@
 #include <queue>
 #include <utility>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 
 namespace {
 
 void check_inputs(const std::vector<double>& costs, int workers) {
-  require(workers >= 1, "scheduling needs at least one worker, got " + std::to_string(workers));
+  HYPIC_REQUIRE(workers >= 1,
+                "scheduling needs at least one worker, got " + std::to_string(workers));
   for (size_t i = 0; i < costs.size(); ++i) {
-    require(std::isfinite(costs[i]) && costs[i] >= 0.0, "task " + std::to_string(i) + " has cost " +
-                                                            std::to_string(costs[i]) +
-                                                            "; costs must be finite and >= 0");
+    HYPIC_REQUIRE(std::isfinite(costs[i]) && costs[i] >= 0.0,
+                  "task " + std::to_string(i) + " has cost " + std::to_string(costs[i]) +
+                      "; costs must be finite and >= 0");
   }
 }
 

@@ -90,8 +90,8 @@ class Reader {
     }
   }
   void expect_end() const {
-    require(at_ == size_, std::string(what_) + " has " + std::to_string(size_ - at_) +
-                              " unexpected trailing bytes");
+    HYPIC_REQUIRE(at_ == size_, std::string(what_) + " has " + std::to_string(size_ - at_) +
+                                    " unexpected trailing bytes");
   }
 
  private:
@@ -102,8 +102,8 @@ class Reader {
 };
 
 int checked_count(size_t bytes) {
-  require(bytes <= static_cast<size_t>(INT_MAX),
-          "message of " + std::to_string(bytes) + " bytes exceeds MPI's int count");
+  HYPIC_REQUIRE(bytes <= static_cast<size_t>(INT_MAX),
+                "message of " + std::to_string(bytes) + " bytes exceeds MPI's int count");
   return static_cast<int>(bytes);
 }
 
@@ -164,11 +164,11 @@ Bytes serialize_entry(int64_t segment, const std::string& key, const store::Entr
 
 EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
   Reader r(data, size, "entry message");
-  require(r.get<uint32_t>() == kEntryMagic, "entry message has a wrong magic number");
+  HYPIC_REQUIRE(r.get<uint32_t>() == kEntryMagic, "entry message has a wrong magic number");
   const uint32_t version = r.get<uint32_t>();
-  require(version == kEntryVersion, "entry message version " + std::to_string(version) +
-                                        " is not " + std::to_string(kEntryVersion) +
-                                        "; run the same hypic binary on every rank");
+  HYPIC_REQUIRE(version == kEntryVersion, "entry message version " + std::to_string(version) +
+                                              " is not " + std::to_string(kEntryVersion) +
+                                              "; run the same hypic binary on every rank");
   EntryMessage m;
   m.segment = r.get<int64_t>();
   m.key = r.get_string();
@@ -177,22 +177,23 @@ EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
   for (uint32_t i = 0; i < n_arrays; ++i) {
     std::string name = r.get_string();
     const uint32_t rank = r.get<uint32_t>();
-    require(rank <= 16, "entry message: array '" + name + "' has rank " + std::to_string(rank));
+    HYPIC_REQUIRE(rank <= 16,
+                  "entry message: array '" + name + "' has rank " + std::to_string(rank));
     std::vector<int64_t> shape(rank);
     for (int64_t& d : shape) {
       d = r.get<int64_t>();
-      require(d >= 0, "entry message: array '" + name + "' has a negative dimension");
+      HYPIC_REQUIRE(d >= 0, "entry message: array '" + name + "' has a negative dimension");
     }
     const uint64_t count = r.get<uint64_t>();
-    require(count == Tensor::count(shape), "entry message: array '" + name + "' holds " +
-                                               std::to_string(count) + " values for shape of " +
-                                               std::to_string(Tensor::count(shape)));
+    HYPIC_REQUIRE(count == Tensor::count(shape),
+                  "entry message: array '" + name + "' holds " + std::to_string(count) +
+                      " values for shape of " + std::to_string(Tensor::count(shape)));
     r.need(count * sizeof(float));
     Tensor t(std::move(shape));
     r.read(t.data(), t.bytes());
     stats::count_entry_copy(t.bytes());
-    require(m.entry.arrays.emplace(std::move(name), std::move(t)).second,
-            "entry message names an array twice");
+    HYPIC_REQUIRE(m.entry.arrays.emplace(std::move(name), std::move(t)).second,
+                  "entry message names an array twice");
   }
   r.expect_end();
   return m;
@@ -218,13 +219,13 @@ Bytes serialize_command(const Command& command) {
 
 Command deserialize_command(const uint8_t* data, size_t size) {
   Reader r(data, size, "command message");
-  require(r.get<uint32_t>() == kCommandMagic, "command message has a wrong magic number");
+  HYPIC_REQUIRE(r.get<uint32_t>() == kCommandMagic, "command message has a wrong magic number");
   const uint32_t kind = r.get<uint32_t>();
   if (kind == kCommandShutdown) {
     r.expect_end();
     return Shutdown{};
   }
-  require(kind == kCommandTask, "command message of unknown kind " + std::to_string(kind));
+  HYPIC_REQUIRE(kind == kCommandTask, "command message of unknown kind " + std::to_string(kind));
   Task task;
   task.segment = r.get<int64_t>();
   task.key = r.get_string();
@@ -241,7 +242,7 @@ Command deserialize_command(const uint8_t* data, size_t size) {
 
 Bytes serialize_failure(const FailureReport& report) {
   const size_t fixed = 4 + 4 + 8 + 4 + report.key.size() + 4;
-  require(fixed + 3 < kMaxFailureBytes, "failure report key is too long");
+  HYPIC_REQUIRE(fixed + 3 < kMaxFailureBytes, "failure report key is too long");
   std::string what = report.what;
   if (fixed + what.size() > kMaxFailureBytes) {
     what = what.substr(0, kMaxFailureBytes - fixed - 3) + "...";
@@ -257,7 +258,7 @@ Bytes serialize_failure(const FailureReport& report) {
 
 FailureReport deserialize_failure(const uint8_t* data, size_t size) {
   Reader r(data, size, "failure report");
-  require(r.get<uint32_t>() == kFailureMagic, "failure report has a wrong magic number");
+  HYPIC_REQUIRE(r.get<uint32_t>() == kFailureMagic, "failure report has a wrong magic number");
   FailureReport report;
   report.rank = r.get<int32_t>();
   report.segment = r.get<int64_t>();
@@ -291,7 +292,7 @@ SendQueue::~SendQueue() {
 void SendQueue::post(int destination, std::vector<Part> parts) {
   Group group;
   for (Part& part : parts) {
-    require(part.max_message >= 1, "SendQueue: max_message must be >= 1");
+    HYPIC_REQUIRE(part.max_message >= 1, "SendQueue: max_message must be >= 1");
     group.buffers.push_back(std::move(part.bytes));
     const Bytes& bytes = group.buffers.back();
     size_t at = 0;
@@ -332,8 +333,8 @@ void SendQueue::wait_all() {
 
 EntrySender::EntrySender(MPI_Comm comm, int destination, size_t chunk_bytes)
     : destination_(destination), chunk_bytes_(chunk_bytes), queue_(comm) {
-  require(chunk_bytes >= 1 && chunk_bytes <= static_cast<size_t>(INT_MAX),
-          "EntrySender: chunk size must be between 1 and INT_MAX bytes");
+  HYPIC_REQUIRE(chunk_bytes >= 1 && chunk_bytes <= static_cast<size_t>(INT_MAX),
+                "EntrySender: chunk size must be between 1 and INT_MAX bytes");
 }
 
 void EntrySender::send(int64_t segment, const std::string& key, const store::Entry& entry) {
@@ -441,11 +442,12 @@ void EntryReceiver::on_header(const MPI_Status& status) {
   std::memcpy(&header, header_buffer_.data(), sizeof(WireHeader));
   const int source = status.MPI_SOURCE;
   post_header_receive();
-  require(count == static_cast<int>(sizeof(WireHeader)) && header.magic == kHeaderMagic,
-          "rank " + std::to_string(source) +
-              " sent something that is not an entry header; run the same hypic on every rank");
-  require(header.chunk_bytes >= 1 && header.chunk_bytes <= static_cast<uint64_t>(INT_MAX),
-          "entry header from rank " + std::to_string(source) + " has a bad chunk size");
+  HYPIC_REQUIRE(
+      count == static_cast<int>(sizeof(WireHeader)) && header.magic == kHeaderMagic,
+      "rank " + std::to_string(source) +
+          " sent something that is not an entry header; run the same hypic on every rank");
+  HYPIC_REQUIRE(header.chunk_bytes >= 1 && header.chunk_bytes <= static_cast<uint64_t>(INT_MAX),
+                "entry header from rank " + std::to_string(source) + " has a bad chunk size");
 
   Incoming& in = incoming_.emplace_back();
   in.source = source;
@@ -491,18 +493,18 @@ std::vector<ReceivedEntry> EntryReceiver::collect_complete() {
       continue;
     }
     const std::string from = "entry from rank " + std::to_string(it->source);
-    require(store::crc32c(it->buffer.data(), it->buffer.size()) == it->header.crc,
-            from + " for segment " + std::to_string(it->header.segment) +
-                " fails its CRC32C check: the message was damaged in transit");
+    HYPIC_REQUIRE(store::crc32c(it->buffer.data(), it->buffer.size()) == it->header.crc,
+                  from + " for segment " + std::to_string(it->header.segment) +
+                      " fails its CRC32C check: the message was damaged in transit");
     EntryMessage m;
     try {
       m = deserialize_entry(it->buffer.data(), it->buffer.size());
     } catch (const Error& e) {
       throw Error(from + ": " + e.what());
     }
-    require(m.segment == it->header.segment,
-            from + " names segment " + std::to_string(m.segment) + " in its body but " +
-                std::to_string(it->header.segment) + " in its header");
+    HYPIC_REQUIRE(m.segment == it->header.segment,
+                  from + " names segment " + std::to_string(m.segment) + " in its body but " +
+                      std::to_string(it->header.segment) + " in its header");
     out.push_back({it->source, m.segment, std::move(m.key), std::move(m.entry)});
     it = incoming_.erase(it);
   }
@@ -551,19 +553,19 @@ std::vector<ReceivedEntry> EntryReceiver::wait_some() {
 
 PromptOrderBuffer::PromptOrderBuffer(std::vector<int64_t> order) : order_(std::move(order)) {
   for (size_t i = 0; i < order_.size(); ++i) {
-    require(position_.emplace(order_[i], i).second,
-            "segment " + std::to_string(order_[i]) + " is listed twice in the prompt order");
+    HYPIC_REQUIRE(position_.emplace(order_[i], i).second,
+                  "segment " + std::to_string(order_[i]) + " is listed twice in the prompt order");
   }
 }
 
 void PromptOrderBuffer::put(ReceivedEntry entry) {
   const auto pos = position_.find(entry.segment);
-  require(pos != position_.end(), "received segment " + std::to_string(entry.segment) +
-                                      " from rank " + std::to_string(entry.source) +
-                                      ", which this query did not ask for");
-  require(pos->second >= next_ && arrived_.count(pos->second) == 0,
-          "received segment " + std::to_string(entry.segment) + " twice (again from rank " +
-              std::to_string(entry.source) + ")");
+  HYPIC_REQUIRE(pos != position_.end(), "received segment " + std::to_string(entry.segment) +
+                                            " from rank " + std::to_string(entry.source) +
+                                            ", which this query did not ask for");
+  HYPIC_REQUIRE(pos->second >= next_ && arrived_.count(pos->second) == 0,
+                "received segment " + std::to_string(entry.segment) + " twice (again from rank " +
+                    std::to_string(entry.source) + ")");
   arrived_.emplace(pos->second, std::move(entry));
 }
 
@@ -573,10 +575,10 @@ bool PromptOrderBuffer::next_ready() const {
 
 ReceivedEntry PromptOrderBuffer::pop_next() {
   const auto it = arrived_.find(next_);
-  require(it != arrived_.end(),
-          "PromptOrderBuffer::pop_next: segment " +
-              (done() ? std::string("(none: all released)") : std::to_string(order_[next_])) +
-              " has not arrived");
+  HYPIC_REQUIRE(it != arrived_.end(),
+                "PromptOrderBuffer::pop_next: segment " +
+                    (done() ? std::string("(none: all released)") : std::to_string(order_[next_])) +
+                    " has not arrived");
   ReceivedEntry entry = std::move(it->second);
   arrived_.erase(it);
   ++next_;

@@ -20,7 +20,7 @@
 #include <variant>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "store/entry.hpp"
 
 namespace hypic::cluster {

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 
 Progress::Progress(int64_t entries_total, int64_t tokens_total, double start_s)
     : entries_total_(entries_total), tokens_total_(tokens_total), start_s_(start_s) {
-  require(entries_total >= 0 && tokens_total >= 0, "progress totals must be >= 0");
+  HYPIC_REQUIRE(entries_total >= 0 && tokens_total >= 0, "progress totals must be >= 0");
 }
 
 void Progress::add(int64_t entries, int64_t tokens) {

@@ -9,22 +9,23 @@
 #include <tuple>
 
 #include "cluster/dispatch.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 
 namespace {
 
 void check_nonnegative(double value, const std::string& what) {
-  require(std::isfinite(value) && value >= 0.0,
-          "simulation input " + what + " = " + std::to_string(value) + " must be finite and >= 0");
+  HYPIC_REQUIRE(
+      std::isfinite(value) && value >= 0.0,
+      "simulation input " + what + " = " + std::to_string(value) + " must be finite and >= 0");
 }
 
 void validate(const std::vector<SimSegment>& segments, const SimConfig& config) {
-  require(config.workers >= 1,
-          "the simulation needs at least one worker, got " + std::to_string(config.workers));
-  require(std::isfinite(config.link.bandwidth_Bps) && config.link.bandwidth_Bps > 0.0,
-          "link bandwidth must be > 0 bytes/s");
+  HYPIC_REQUIRE(config.workers >= 1,
+                "the simulation needs at least one worker, got " + std::to_string(config.workers));
+  HYPIC_REQUIRE(std::isfinite(config.link.bandwidth_Bps) && config.link.bandwidth_Bps > 0.0,
+                "link bandwidth must be > 0 bytes/s");
   check_nonnegative(config.link.latency_s, "link latency");
   check_nonnegative(config.tail_s, "tail time");
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -33,9 +34,9 @@ void validate(const std::vector<SimSegment>& segments, const SimConfig& config) 
     check_nonnegative(segments[i].bytes, "entry size" + at);
     check_nonnegative(segments[i].compose_s, "composition time" + at);
   }
-  require(config.planned_cost.empty() || config.planned_cost.size() == segments.size(),
-          "planned_cost has " + std::to_string(config.planned_cost.size()) + " values for " +
-              std::to_string(segments.size()) + " segments");
+  HYPIC_REQUIRE(config.planned_cost.empty() || config.planned_cost.size() == segments.size(),
+                "planned_cost has " + std::to_string(config.planned_cost.size()) + " values for " +
+                    std::to_string(segments.size()) + " segments");
 }
 
 enum class EventKind { kComputeDone, kSendLeft };

@@ -150,7 +150,7 @@ class Reader {
   Reader(const uint8_t* d, size_t n) : d_(d), n_(n) {}
   template <class T>
   T get() {
-    require(at_ + sizeof(T) <= n_, "worker announcement: truncated message");
+    HYPIC_REQUIRE(at_ + sizeof(T) <= n_, "worker announcement: truncated message");
     T v;
     std::memcpy(&v, d_ + at_, sizeof(T));
     at_ += sizeof(T);
@@ -158,7 +158,7 @@ class Reader {
   }
   std::string get_string() {
     const uint32_t len = get<uint32_t>();
-    require(at_ + len <= n_, "worker announcement: truncated message");
+    HYPIC_REQUIRE(at_ + len <= n_, "worker announcement: truncated message");
     std::string s(reinterpret_cast<const char*>(d_ + at_), len);
     at_ += len;
     return s;
@@ -207,7 +207,7 @@ std::vector<uint8_t> serialize_identity(const ProcessIdentity& id) {
 
 ProcessIdentity deserialize_identity(const uint8_t* data, size_t size) {
   Reader r(data, size);
-  require(r.get<uint32_t>() == kHelloMagic, "worker announcement: not a hypic message");
+  HYPIC_REQUIRE(r.get<uint32_t>() == kHelloMagic, "worker announcement: not a hypic message");
   ProcessIdentity id;
   id.rank = r.get<int32_t>();
   id.pid = r.get<int64_t>();
@@ -344,8 +344,8 @@ void WorkerWatch::publish(int worker) {
 }
 
 void WorkerWatch::assign(int worker, int64_t segment, const std::string& label) {
-  require(worker >= 1 && worker <= workers_,
-          "worker watch: no worker rank " + std::to_string(worker));
+  HYPIC_REQUIRE(worker >= 1 && worker <= workers_,
+                "worker watch: no worker rank " + std::to_string(worker));
   held_[static_cast<size_t>(worker)].emplace_back(segment, label);
   publish(worker);
 }

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "store/open.hpp"
 #include "store/segment_store.hpp"
 
@@ -108,20 +108,20 @@ class ChatSession::Impl {
     if (cmd == "help") {
       std::fprintf(out_, "%s", kHelp);
     } else if (cmd == "add") {
-      require(!rest.empty(), "add needs a file or folder");
+      HYPIC_REQUIRE(!rest.empty(), "add needs a file or folder");
       add_path(rest);
     } else if (cmd == "add-text") {
       add_text(rest.empty() ? read_block(in) : rest);
     } else if (cmd == "list") {
       list();
     } else if (cmd == "ask") {
-      require(!rest.empty(), "ask needs a question");
+      HYPIC_REQUIRE(!rest.empty(), "ask needs a question");
       std::vector<const Doc*> docs;
       for (const Doc& d : docs_) docs.push_back(&d);
       ask(docs, rest);
     } else if (cmd == "ask-on") {
       const size_t q = rest.find_first_of(" \t");
-      require(q != std::string::npos, "ask-on needs document ids and a question");
+      HYPIC_REQUIRE(q != std::string::npos, "ask-on needs document ids and a question");
       ask(pick(rest.substr(0, q)), trim(rest.substr(q)));
     } else if (cmd == "mode") {
       mode_ = pic::parse_mode(rest);
@@ -151,14 +151,14 @@ class ChatSession::Impl {
   }
 
   void add_path(const std::string& path) {
-    require(fs::exists(path), "no such file or folder: " + path);
+    HYPIC_REQUIRE(fs::exists(path), "no such file or folder: " + path);
     if (fs::is_directory(path)) {
       std::vector<fs::path> files;
       for (const auto& e : fs::directory_iterator(path))
         if (e.is_regular_file() && e.path().filename().string()[0] != '.')
           files.push_back(e.path());
       std::sort(files.begin(), files.end());
-      require(!files.empty(), path + ": no files");
+      HYPIC_REQUIRE(!files.empty(), path + ": no files");
       for (const fs::path& f : files) add_file(f);
     } else {
       add_file(path);
@@ -167,7 +167,7 @@ class ChatSession::Impl {
 
   void add_file(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
-    require(f.good(), "cannot read " + p.string());
+    HYPIC_REQUIRE(f.good(), "cannot read " + p.string());
     std::ostringstream ss;
     ss << f.rdbuf();
     add_doc(unique_id(p.stem().string()), ss.str(), p.string());
@@ -194,10 +194,10 @@ class ChatSession::Impl {
 
   void add_doc(const std::string& id, const std::string& raw, const std::string& source) {
     const std::string text = trim(raw);
-    require(!text.empty(), source + ": the document is empty");
+    HYPIC_REQUIRE(!text.empty(), source + ": the document is empty");
     Doc d{id, text, source, tok_.encode("Document " + id + ":\n" + text + "\n", false)};
-    require(static_cast<int64_t>(d.tokens.size()) < model_.config().max_position_embeddings,
-            source + ": the document is longer than the model's context");
+    HYPIC_REQUIRE(static_cast<int64_t>(d.tokens.size()) < model_.config().max_position_embeddings,
+                  source + ": the document is longer than the model's context");
     std::fprintf(out_, "added %s (%zu tokens)\n", id.c_str(), d.tokens.size());
     docs_.push_back(std::move(d));
   }
@@ -220,7 +220,7 @@ class ChatSession::Impl {
     while (std::getline(ss, id, ',')) {
       if (id.empty()) continue;
       const Doc* d = find(id);
-      require(d != nullptr, "no document '" + id + "' (see list)");
+      HYPIC_REQUIRE(d != nullptr, "no document '" + id + "' (see list)");
       docs.push_back(d);
     }
     return docs;
@@ -262,8 +262,8 @@ class ChatSession::Impl {
   }
 
   void ask(const std::vector<const Doc*>& docs, const std::string& question) {
-    require(!docs.empty(), "no documents to ask over (add some first)");
-    require(!question.empty(), "the question is empty");
+    HYPIC_REQUIRE(!docs.empty(), "no documents to ask over (add some first)");
+    HYPIC_REQUIRE(!question.empty(), "the question is empty");
     pic::Query q;
     q.id = "q" + std::to_string(++questions_);
     q.prefix = tok_.encode(kPrefix, false);
@@ -275,10 +275,10 @@ class ChatSession::Impl {
     q.question = tok_.encode("\nQuestion: " + question + "\nAnswer:", false);
     q.max_new_tokens = a_.max_new_tokens;
     n += static_cast<int64_t>(q.question.size()) + a_.max_new_tokens;
-    require(n <= model_.config().max_position_embeddings,
-            "the prompt (" + std::to_string(n) +
-                " tokens with the answer) exceeds the model's "
-                "context; use ask-on with fewer documents");
+    HYPIC_REQUIRE(n <= model_.config().max_position_embeddings,
+                  "the prompt (" + std::to_string(n) +
+                      " tokens with the answer) exceeds the model's "
+                      "context; use ask-on with fewer documents");
     const pic::QueryResult r = engine().run(q);
     std::fprintf(out_, "answer: %s\n", one_line(tok_.decode(r.answer, true)).c_str());
     std::fprintf(

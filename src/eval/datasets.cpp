@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::eval {
 namespace {
@@ -158,9 +158,9 @@ std::vector<std::string> string_list(const json& v, const std::string& field) {
   std::vector<std::string> out;
   if (v.is_null()) return out;
   if (v.is_string()) return {v.get<std::string>()};
-  require(v.is_array(), "field '" + field + "' must be a list of strings");
+  HYPIC_REQUIRE(v.is_array(), "field '" + field + "' must be a list of strings");
   for (const auto& x : v) {
-    require(x.is_string(), "field '" + field + "' must be a list of strings");
+    HYPIC_REQUIRE(x.is_string(), "field '" + field + "' must be a list of strings");
     out.push_back(x.get<std::string>());
   }
   return out;
@@ -169,16 +169,16 @@ std::vector<std::string> string_list(const json& v, const std::string& field) {
 std::string string_field(const json& obj, const char* key, bool required) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) {
-    require(!required, std::string("missing string field '") + key + "'");
+    HYPIC_REQUIRE(!required, std::string("missing string field '") + key + "'");
     return {};
   }
-  require(it->is_string(), std::string("field '") + key + "' must be a string");
+  HYPIC_REQUIRE(it->is_string(), std::string("field '") + key + "' must be a string");
   return it->get<std::string>();
 }
 
 Example longbench_example(const json& obj, const std::string& dataset, SplitRule rule,
                           const ReadOptions& options, size_t line) {
-  require(obj.is_object(), "expected a JSON object");
+  HYPIC_REQUIRE(obj.is_object(), "expected a JSON object");
   Example ex;
   ex.dataset = dataset;
   ex.id = string_field(obj, "_id", false);
@@ -189,14 +189,14 @@ Example longbench_example(const json& obj, const std::string& dataset, SplitRule
   ex.all_classes = string_list(obj.value("all_classes", json()), "all_classes");
   auto len = obj.find("length");
   if (len != obj.end() && !len->is_null()) {
-    require(len->is_number_integer(), "field 'length' must be an integer");
+    HYPIC_REQUIRE(len->is_number_integer(), "field 'length' must be an integer");
     ex.length = len->get<int64_t>();
   }
   return ex;
 }
 
 Example hotpot_example(const json& obj) {
-  require(obj.is_object(), "expected a JSON object");
+  HYPIC_REQUIRE(obj.is_object(), "expected a JSON object");
   Example ex;
   ex.dataset = "hotpotqa";
   ex.id = string_field(obj, "_id", true);
@@ -204,13 +204,13 @@ Example hotpot_example(const json& obj) {
   const std::string answer = string_field(obj, "answer", false);
   if (!answer.empty()) ex.answers.push_back(answer);
   auto ctx = obj.find("context");
-  require(ctx != obj.end() && ctx->is_array(), "missing list field 'context'");
+  HYPIC_REQUIRE(ctx != obj.end() && ctx->is_array(), "missing list field 'context'");
   for (const auto& para : *ctx) {
-    require(para.is_array() && para.size() == 2 && para[0].is_string() && para[1].is_array(),
-            "each context entry must be [title, [sentences]]");
+    HYPIC_REQUIRE(para.is_array() && para.size() == 2 && para[0].is_string() && para[1].is_array(),
+                  "each context entry must be [title, [sentences]]");
     std::string text = para[0].get<std::string>() + "\n";
     for (const auto& sentence : para[1]) {
-      require(sentence.is_string(), "sentences must be strings");
+      HYPIC_REQUIRE(sentence.is_string(), "sentences must be strings");
       text += sentence.get<std::string>();
     }
     ex.segments.push_back(std::move(text));
@@ -220,7 +220,7 @@ Example hotpot_example(const json& obj) {
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open dataset file " + path);
+  HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -256,7 +256,7 @@ std::string split_rule_name(SplitRule rule) {
 
 std::vector<std::string> split_context(std::string_view context, SplitRule rule,
                                        size_t max_segment_bytes) {
-  require(max_segment_bytes >= 16, "the segment size limit must be at least 16 bytes");
+  HYPIC_REQUIRE(max_segment_bytes >= 16, "the segment size limit must be at least 16 bytes");
   std::vector<std::string> out;
   switch (rule) {
     case SplitRule::kPassages:
@@ -287,7 +287,7 @@ std::vector<std::string> split_context(std::string_view context, SplitRule rule,
 ReadResult read_longbench_jsonl(const std::string& path, const std::string& dataset, SplitRule rule,
                                 const ReadOptions& options) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open dataset file " + path);
+  HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
   ReadResult result;
   std::string line;
   size_t line_no = 0;
@@ -323,7 +323,7 @@ ReadResult read_hotpotqa_json(const std::string& path, const ReadOptions& option
   } catch (const json::parse_error& e) {
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }
-  require(all.is_array(), path + ": HotpotQA JSON must be a list of question objects");
+  HYPIC_REQUIRE(all.is_array(), path + ": HotpotQA JSON must be a list of question objects");
   ReadResult result;
   for (size_t i = 0; i < all.size(); ++i) {
     if (options.limit && result.examples.size() >= options.limit) break;
@@ -344,7 +344,7 @@ ReadResult read_hotpotqa_json(const std::string& path, const ReadOptions& option
 ReadResult read_dataset(const std::string& path, const std::string& dataset, SplitRule rule,
                         const ReadOptions& options) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open dataset file " + path);
+  HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
   char c = 0;
   while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
   }

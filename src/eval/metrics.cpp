@@ -8,7 +8,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/unicode.hpp"
 
 namespace hypic::eval {

@@ -5,8 +5,8 @@
 #include <optional>
 #include <sstream>
 
-#include "common/error.hpp"
 #include "eval/metrics.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::eval {
 namespace {
@@ -121,7 +121,7 @@ double ModeScorer::f1() const {
 ModeComparison compare_modes(const std::vector<ModeScorer>& modes,
                              const std::vector<std::string>& predictions,
                              const std::string& metric) {
-  require(modes.size() == predictions.size(), "compare_modes: one predictions file per mode");
+  HYPIC_REQUIRE(modes.size() == predictions.size(), "compare_modes: one predictions file per mode");
   const bool qa = is_qa_metric(metric);
   std::optional<double> full_score;
   for (const ModeScorer& r : modes)

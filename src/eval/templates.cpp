@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::eval {
 namespace {
@@ -37,13 +37,13 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
   } catch (const json::parse_error& e) {
     throw Error(origin + ": not valid JSON (" + e.what() + ")");
   }
-  require(j.is_object(), origin + ": expected an object of dataset templates");
+  HYPIC_REQUIRE(j.is_object(), origin + ": expected an object of dataset templates");
   TemplateSet set;
   set.origin_ = origin;
   for (const auto& [name, v] : j.items()) {
     if (!name.empty() && name[0] == '_') continue;  // "_comment" and the like
     const std::string where = origin + ": template '" + name + "'";
-    require(v.is_object(), where + " must be an object");
+    HYPIC_REQUIRE(v.is_object(), where + " must be an object");
     PromptTemplate t;
     t.dataset = name;
     try {
@@ -60,21 +60,21 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }
-    require(t.segment.find("{text}") != std::string::npos,
-            where + ": 'segment' must contain {text}");
-    require(t.max_answer_tokens > 0, where + ": 'max_answer_tokens' must be positive");
-    require(t.metric == "qa_f1" || t.metric == "exact_match" || t.metric == "rouge_l",
-            where + ": unknown metric '" + t.metric + "' (qa_f1, exact_match or rouge_l)");
+    HYPIC_REQUIRE(t.segment.find("{text}") != std::string::npos,
+                  where + ": 'segment' must contain {text}");
+    HYPIC_REQUIRE(t.max_answer_tokens > 0, where + ": 'max_answer_tokens' must be positive");
+    HYPIC_REQUIRE(t.metric == "qa_f1" || t.metric == "exact_match" || t.metric == "rouge_l",
+                  where + ": unknown metric '" + t.metric + "' (qa_f1, exact_match or rouge_l)");
     set.templates_.emplace(name, std::move(t));
   }
-  require(!set.templates_.empty(), origin + ": no templates");
+  HYPIC_REQUIRE(!set.templates_.empty(), origin + ": no templates");
   return set;
 }
 
 TemplateSet TemplateSet::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open prompt templates " + path +
-                         " (run from the hypic folder or pass the templates file)");
+  HYPIC_REQUIRE(in.good(), "cannot open prompt templates " + path +
+                               " (run from the hypic folder or pass the templates file)");
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path);

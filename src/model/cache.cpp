@@ -2,8 +2,8 @@
 
 namespace hypic::model {
 void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T) {
-  require(kind == LayerKind::FullAttention, "append_kv on a linear-attention layer cache");
-  require(k.rank() == 3 && v.rank() == 3, "attention cache K/V must be [n, Hkv, hd]");
+  HYPIC_REQUIRE(kind == LayerKind::FullAttention, "append_kv on a linear-attention layer cache");
+  HYPIC_REQUIRE(k.rank() == 3 && v.rank() == 3, "attention cache K/V must be [n, Hkv, hd]");
   k.append_rows(k_rows, T);  // amortised growth for decode steps
   v.append_rows(v_rows, T);
 }

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/tensor.hpp"
+#include "hypic/tensor.hpp"
 #include "model/config.hpp"
 
 namespace hypic::model {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::model {
 namespace fs = std::filesystem;
@@ -222,8 +222,8 @@ void put(const Slot& s, ModelWeights& w, const Tensor& src) {
   }
   Tensor* dst = s.target(w);
   if (s.rows.empty()) {
-    require(dst->numel() == src.numel(),
-            "internal: canonical tensor for '" + s.hf.name + "' has shape " + dst->shape_str());
+    HYPIC_REQUIRE(dst->numel() == src.numel(), "internal: canonical tensor for '" + s.hf.name +
+                                                   "' has shape " + dst->shape_str());
     std::memcpy(dst->data(), src.data(), src.bytes());
   } else {
     copy_rows_in(*dst, src, s.rows);
@@ -245,8 +245,8 @@ Tensor get(const Slot& s, const ModelWeights& w_const) {
   }
   const Tensor* src = s.target(w);
   if (s.rows.empty()) {
-    require(src->numel() == out.numel(),
-            "internal: canonical tensor for '" + s.hf.name + "' has shape " + src->shape_str());
+    HYPIC_REQUIRE(src->numel() == out.numel(), "internal: canonical tensor for '" + s.hf.name +
+                                                   "' has shape " + src->shape_str());
     std::memcpy(out.data(), src->data(), out.bytes());
   } else {
     copy_rows_out(out, *src, s.rows);
@@ -275,7 +275,7 @@ const char* torch_dtype_name(DType d) {
 
 json read_json_file(const fs::path& p) {
   std::ifstream in(p);
-  require(in.good(), p.string() + ": cannot open");
+  HYPIC_REQUIRE(in.good(), p.string() + ": cannot open");
   try {
     return json::parse(in);
   } catch (const std::exception& e) {
@@ -296,9 +296,9 @@ ModelWeights weights_from_hf(const ModelConfig& config,
   ModelWeights w = allocate(config);
   for (const Slot& s : build_slots(config, save_prefix(config), false)) {
     const Tensor t = produce(s.hf);
-    require(t.shape() == s.hf.shape, "internal: produced tensor '" + s.hf.name + "' has shape " +
-                                         t.shape_str() + ", expected " +
-                                         shape_to_string(s.hf.shape));
+    HYPIC_REQUIRE(t.shape() == s.hf.shape, "internal: produced tensor '" + s.hf.name +
+                                               "' has shape " + t.shape_str() + ", expected " +
+                                               shape_to_string(s.hf.shape));
     put(s, w, t);
   }
   return w;
@@ -306,8 +306,8 @@ ModelWeights weights_from_hf(const ModelConfig& config,
 
 ModelConfig load_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "config.json";
-  require(fs::is_directory(dir), dir + ": model folder does not exist");
-  require(fs::exists(p), dir + ": no config.json in the model folder");
+  HYPIC_REQUIRE(fs::is_directory(dir), dir + ": model folder does not exist");
+  HYPIC_REQUIRE(fs::exists(p), dir + ": no config.json in the model folder");
   try {
     return ModelConfig::from_json(read_json_file(p));
   } catch (const Error& e) {
@@ -408,13 +408,13 @@ LoadedModel load_checkpoint(const std::string& dir) {
 
 void save_checkpoint(const std::string& dir, const ModelConfig& config, const ModelWeights& weights,
                      DType dtype, uint64_t max_shard_bytes) {
-  require(dtype_is_float(dtype), std::string("cannot save weights as ") +
-                                     safetensors_dtype_name(dtype) +
-                                     " (supported: f32, bf16, f16)");
+  HYPIC_REQUIRE(dtype_is_float(dtype), std::string("cannot save weights as ") +
+                                           safetensors_dtype_name(dtype) +
+                                           " (supported: f32, bf16, f16)");
   config.validate();
   std::error_code ec;
   fs::create_directories(dir, ec);
-  require(!ec && fs::is_directory(dir), dir + ": cannot create the output folder");
+  HYPIC_REQUIRE(!ec && fs::is_directory(dir), dir + ": cannot create the output folder");
   // Remove weights of an earlier save so that a stale file can never shadow this one.
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string n = entry.path().filename().string();
@@ -429,7 +429,7 @@ void save_checkpoint(const std::string& dir, const ModelConfig& config, const Mo
   {
     std::ofstream out(fs::path(dir) / "config.json");
     out << cj.dump(2) << "\n";
-    require(out.good(), dir + "/config.json: write failed");
+    HYPIC_REQUIRE(out.good(), dir + "/config.json: write failed");
   }
 
   const std::vector<Slot> slots = build_slots(config, save_prefix(config), false);
@@ -468,7 +468,7 @@ void save_checkpoint(const std::string& dir, const ModelConfig& config, const Mo
   }
   std::ofstream out(fs::path(dir) / "model.safetensors.index.json");
   out << index.dump(2) << "\n";
-  require(out.good(), dir + "/model.safetensors.index.json: write failed");
+  HYPIC_REQUIRE(out.good(), dir + "/model.safetensors.index.json: write failed");
 }
 
 }  // namespace hypic::model

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/arch/common.hpp"
 
 namespace hypic::model {
@@ -52,9 +52,9 @@ std::string ModelConfig::layout_string() const {
 }
 
 ModelConfig ModelConfig::from_json(const json& root) {
-  require(root.is_object(), "config.json: expected a JSON object");
+  HYPIC_REQUIRE(root.is_object(), "config.json: expected a JSON object");
   const arch::Fields top(root, "");
-  require(top.has("model_type"), "config.json: missing required field 'model_type'");
+  HYPIC_REQUIRE(top.has("model_type"), "config.json: missing required field 'model_type'");
   const std::string model_type = top.string("model_type", "");
   const ArchSpec* spec = arch_for_model_type(model_type);
   if (spec == nullptr)
@@ -70,8 +70,8 @@ ModelConfig ModelConfig::from_json(const json& root) {
 void ModelConfig::validate() const {
   const ArchSpec& spec = arch_spec();
   auto positive = [](int v, const char* name) {
-    require(v > 0,
-            std::string("config: ") + name + " must be positive (got " + std::to_string(v) + ")");
+    HYPIC_REQUIRE(v > 0, std::string("config: ") + name + " must be positive (got " +
+                             std::to_string(v) + ")");
   };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
@@ -87,39 +87,40 @@ void ModelConfig::validate() const {
   positive(max_position_embeddings, "max_position_embeddings");
   // An end-of-sequence id the model cannot produce would never stop generation.
   for (int id : eos_token_ids)
-    require(id >= 0 && id < vocab_size, "config: eos_token_id " + std::to_string(id) +
-                                            " is outside the vocabulary (0.." +
-                                            std::to_string(vocab_size - 1) + ")");
-  require(rms_norm_eps > 0, "config: rms_norm_eps must be positive");
-  require(rope_theta > 0, "config: rope_theta must be positive");
-  require(static_cast<int>(layer_types.size()) == num_hidden_layers,
-          "config: layer_types has " + std::to_string(layer_types.size()) +
-              " entries but num_hidden_layers is " + std::to_string(num_hidden_layers));
-  require(num_attention_heads % num_key_value_heads == 0,
-          "config: num_attention_heads (" + std::to_string(num_attention_heads) +
-              ") must be a multiple of num_key_value_heads (" +
-              std::to_string(num_key_value_heads) + ")");
-  require(linear_num_value_heads % linear_num_key_heads == 0,
-          "config: linear_num_value_heads (" + std::to_string(linear_num_value_heads) +
-              ") must be a multiple of linear_num_key_heads (" +
-              std::to_string(linear_num_key_heads) + ")");
+    HYPIC_REQUIRE(id >= 0 && id < vocab_size, "config: eos_token_id " + std::to_string(id) +
+                                                  " is outside the vocabulary (0.." +
+                                                  std::to_string(vocab_size - 1) + ")");
+  HYPIC_REQUIRE(rms_norm_eps > 0, "config: rms_norm_eps must be positive");
+  HYPIC_REQUIRE(rope_theta > 0, "config: rope_theta must be positive");
+  HYPIC_REQUIRE(static_cast<int>(layer_types.size()) == num_hidden_layers,
+                "config: layer_types has " + std::to_string(layer_types.size()) +
+                    " entries but num_hidden_layers is " + std::to_string(num_hidden_layers));
+  HYPIC_REQUIRE(num_attention_heads % num_key_value_heads == 0,
+                "config: num_attention_heads (" + std::to_string(num_attention_heads) +
+                    ") must be a multiple of num_key_value_heads (" +
+                    std::to_string(num_key_value_heads) + ")");
+  HYPIC_REQUIRE(linear_num_value_heads % linear_num_key_heads == 0,
+                "config: linear_num_value_heads (" + std::to_string(linear_num_value_heads) +
+                    ") must be a multiple of linear_num_key_heads (" +
+                    std::to_string(linear_num_key_heads) + ")");
   const int rot = rotary_dim();
-  require(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rot >= 2 && rot % 2 == 0,
-          "config: head_dim * partial_rotary_factor must be an even number >= 2 (got " +
-              std::to_string(head_dim) + " * " + std::to_string(partial_rotary_factor) + ")");
+  HYPIC_REQUIRE(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rot >= 2 && rot % 2 == 0,
+                "config: head_dim * partial_rotary_factor must be an even number >= 2 (got " +
+                    std::to_string(head_dim) + " * " + std::to_string(partial_rotary_factor) + ")");
   spec.validate(*this);
   if (num_experts > 0) {
-    require(num_experts_per_tok > 0 && num_experts_per_tok <= num_experts,
-            "config: num_experts_per_tok must be between 1 and num_experts (" +
-                std::to_string(num_experts) + "), got " + std::to_string(num_experts_per_tok));
+    HYPIC_REQUIRE(num_experts_per_tok > 0 && num_experts_per_tok <= num_experts,
+                  "config: num_experts_per_tok must be between 1 and num_experts (" +
+                      std::to_string(num_experts) + "), got " +
+                      std::to_string(num_experts_per_tok));
     positive(moe_intermediate_size, "moe_intermediate_size");
     positive(shared_expert_intermediate_size, "shared_expert_intermediate_size");
     positive(decoder_sparse_step, "decoder_sparse_step");
   }
   for (int l : mlp_only_layers)
-    require(l >= 0 && l < num_hidden_layers, "config: mlp_only_layers holds layer " +
-                                                 std::to_string(l) + ", outside 0.." +
-                                                 std::to_string(num_hidden_layers - 1));
+    HYPIC_REQUIRE(l >= 0 && l < num_hidden_layers, "config: mlp_only_layers holds layer " +
+                                                       std::to_string(l) + ", outside 0.." +
+                                                       std::to_string(num_hidden_layers - 1));
   for (int i = 0; i < num_hidden_layers; ++i) {
     if (!layer_is_moe(i)) {
       positive(intermediate_size, "intermediate_size");

@@ -23,18 +23,19 @@ int32_t argmax(const float* x, int64_t n) {
 
 Model::Model(ModelConfig cfg, ModelWeights weights, const kernels::Backend& backend)
     : cfg_(std::move(cfg)), weights_(std::move(weights)), backend_(&backend) {
-  require(static_cast<int>(weights_.layers.size()) == cfg_.num_hidden_layers,
-          "model weights have " + std::to_string(weights_.layers.size()) + " layers, config says " +
-              std::to_string(cfg_.num_hidden_layers));
-  require(weights_.embed.device() == backend.device(),
-          std::string("the model's weights are in ") + device_name(weights_.embed.device()) +
-              " memory but the " + backend.name() + " backend computes in " +
-              device_name(backend.device()) + " memory");
+  HYPIC_REQUIRE(static_cast<int>(weights_.layers.size()) == cfg_.num_hidden_layers,
+                "model weights have " + std::to_string(weights_.layers.size()) +
+                    " layers, config says " + std::to_string(cfg_.num_hidden_layers));
+  HYPIC_REQUIRE(weights_.embed.device() == backend.device(),
+                std::string("the model's weights are in ") + device_name(weights_.embed.device()) +
+                    " memory but the " + backend.name() + " backend computes in " +
+                    device_name(backend.device()) + " memory");
 }
 
 void Model::set_max_block_tokens(int n) {
-  require(n >= kDeltaRuleChunk && n % kDeltaRuleChunk == 0,
-          "max block tokens must be a positive multiple of " + std::to_string(kDeltaRuleChunk));
+  HYPIC_REQUIRE(
+      n >= kDeltaRuleChunk && n % kDeltaRuleChunk == 0,
+      "max block tokens must be a positive multiple of " + std::to_string(kDeltaRuleChunk));
   max_block_ = n;
 }
 
@@ -52,9 +53,9 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
 
   auto t0 = std::chrono::steady_clock::now();
   for (int t = 0; t < T; ++t)
-    require(tokens[t] >= 0 && tokens[t] < vocab, "token id " + std::to_string(tokens[t]) +
-                                                     " outside the vocabulary [0, " +
-                                                     std::to_string(vocab) + ")");
+    HYPIC_REQUIRE(tokens[t] >= 0 && tokens[t] < vocab, "token id " + std::to_string(tokens[t]) +
+                                                           " outside the vocabulary [0, " +
+                                                           std::to_string(vocab) + ")");
   be.gather_rows(weights_.embed.data(), hidden, tokens, T, h);
   ws_.times.embed_norms += seconds_since(t0);
   capture(h, T);
@@ -105,9 +106,9 @@ void Model::capture(const float* h, int T) {
 }
 
 Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache, LogitsMode mode) {
-  require(!tokens.empty(), "prefill needs at least one token");
-  require(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
-          "inference cache does not belong to this model (layer count differs)");
+  HYPIC_REQUIRE(!tokens.empty(), "prefill needs at least one token");
+  HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
+                "inference cache does not belong to this model (layer count differs)");
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t vocab = cfg_.vocab_size;
   Tensor logits({mode == LogitsMode::All ? T : mode == LogitsMode::Last ? 1 : 0, vocab});

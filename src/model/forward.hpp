@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/tensor.hpp"
 #include "hypic/kernels/backend.hpp"
+#include "hypic/tensor.hpp"
 #include "model/cache.hpp"
 #include "model/config.hpp"
 #include "model/layers.hpp"

@@ -128,9 +128,9 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
   const float eps = static_cast<float>(cfg.rms_norm_eps);
   const size_t rows = static_cast<size_t>(T);
-  require(cache.kv_tokens() == pos0, "attention cache holds " + std::to_string(cache.kv_tokens()) +
-                                         " tokens but the block starts at position " +
-                                         std::to_string(pos0));
+  HYPIC_REQUIRE(cache.kv_tokens() == pos0,
+                "attention cache holds " + std::to_string(cache.kv_tokens()) +
+                    " tokens but the block starts at position " + std::to_string(pos0));
   Lap lap;
 
   float* qg = ws.floats(Workspace::kA, rows * H * 2 * hd);  // per head [query | gate]

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 
 namespace hypic::model {

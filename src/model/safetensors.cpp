@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::model {
 namespace fs = std::filesystem;
@@ -156,27 +156,28 @@ std::string TensorInfo::shape_str() const {
 // Reading
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  require(host_is_little_endian(), "safetensors: big-endian hosts are not supported");
+  HYPIC_REQUIRE(host_is_little_endian(), "safetensors: big-endian hosts are not supported");
   std::error_code ec;
   const uint64_t file_size = fs::file_size(path_, ec);
-  require(!ec, path_ + ": cannot open (" + ec.message() + ")");
-  require(file_size >= 8, path_ + ": file is " + std::to_string(file_size) +
-                              " bytes, too short for a safetensors header (truncated?)");
+  HYPIC_REQUIRE(!ec, path_ + ": cannot open (" + ec.message() + ")");
+  HYPIC_REQUIRE(file_size >= 8, path_ + ": file is " + std::to_string(file_size) +
+                                    " bytes, too short for a safetensors header (truncated?)");
   file_ = std::fopen(path_.c_str(), "rb");
-  require(file_ != nullptr, path_ + ": cannot open for reading");
+  HYPIC_REQUIRE(file_ != nullptr, path_ + ": cannot open for reading");
 
   unsigned char len_bytes[8];
-  require(std::fread(len_bytes, 1, 8, file_) == 8, path_ + ": cannot read the header length");
+  HYPIC_REQUIRE(std::fread(len_bytes, 1, 8, file_) == 8, path_ + ": cannot read the header length");
   const uint64_t header_len = load_le64(len_bytes);
-  require(header_len <= kMaxHeaderBytes,
-          json_text_error(path_, "header length " + std::to_string(header_len) +
-                                     " is implausible (not a safetensors file?)"));
-  require(8 + header_len <= file_size, path_ + ": header claims " + std::to_string(header_len) +
-                                           " bytes but the file has " + std::to_string(file_size) +
-                                           " bytes in all (truncated?)");
+  HYPIC_REQUIRE(header_len <= kMaxHeaderBytes,
+                json_text_error(path_, "header length " + std::to_string(header_len) +
+                                           " is implausible (not a safetensors file?)"));
+  HYPIC_REQUIRE(8 + header_len <= file_size,
+                path_ + ": header claims " + std::to_string(header_len) +
+                    " bytes but the file has " + std::to_string(file_size) +
+                    " bytes in all (truncated?)");
   std::string header(header_len, '\0');
-  require(std::fread(header.data(), 1, header_len, file_) == header_len,
-          path_ + ": cannot read the header");
+  HYPIC_REQUIRE(std::fread(header.data(), 1, header_len, file_) == header_len,
+                path_ + ": cannot read the header");
   data_start_ = 8 + header_len;
   const uint64_t data_size = file_size - data_start_;
 
@@ -186,7 +187,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   } catch (const std::exception& e) {
     throw Error(json_text_error(path_, e.what()));
   }
-  require(h.is_object(), json_text_error(path_, "not a JSON object"));
+  HYPIC_REQUIRE(h.is_object(), json_text_error(path_, "not a JSON object"));
 
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
@@ -198,7 +199,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     }
     const json& t = it.value();
     const std::string where = "tensor '" + name + "'";
-    require(
+    HYPIC_REQUIRE(
         t.is_object() && t.contains("dtype") && t.contains("shape") && t.contains("data_offsets"),
         json_text_error(path_, where + " lacks dtype, shape or data_offsets"));
     TensorInfo info;
@@ -210,35 +211,37 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
         info.dtype = e.dtype;
         known = true;
       }
-    require(known, path_ + ": " + where + " has unsupported dtype '" + dt + "'");
-    require(t.at("shape").is_array(), json_text_error(path_, where + ": shape is not a list"));
+    HYPIC_REQUIRE(known, path_ + ": " + where + " has unsupported dtype '" + dt + "'");
+    HYPIC_REQUIRE(t.at("shape").is_array(),
+                  json_text_error(path_, where + ": shape is not a list"));
     uint64_t numel = 1;
     for (const json& d : t.at("shape")) {
-      require(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
-              json_text_error(path_, where + ": shape has a non-integer or negative entry"));
+      HYPIC_REQUIRE(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
+                    json_text_error(path_, where + ": shape has a non-integer or negative entry"));
       const uint64_t v = d.get<uint64_t>();
-      require(v == 0 || numel <= std::numeric_limits<uint64_t>::max() / v,
-              json_text_error(path_, where + ": shape overflows"));
+      HYPIC_REQUIRE(v == 0 || numel <= std::numeric_limits<uint64_t>::max() / v,
+                    json_text_error(path_, where + ": shape overflows"));
       numel *= v;
       info.shape.push_back(static_cast<int64_t>(v));
     }
     const json& off = t.at("data_offsets");
-    require(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
-                off[1].is_number_unsigned(),
-            json_text_error(path_, where + ": data_offsets must be two non-negative integers"));
+    HYPIC_REQUIRE(
+        off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+            off[1].is_number_unsigned(),
+        json_text_error(path_, where + ": data_offsets must be two non-negative integers"));
     info.begin = off[0].get<uint64_t>();
     info.end = off[1].get<uint64_t>();
-    require(info.begin <= info.end,
-            json_text_error(path_, where + ": data_offsets end before they begin"));
+    HYPIC_REQUIRE(info.begin <= info.end,
+                  json_text_error(path_, where + ": data_offsets end before they begin"));
     const uint64_t expected = numel * dtype_size(info.dtype);
-    require(info.end - info.begin == expected,
-            path_ + ": " + where + " of shape " + info.shape_str() + " and dtype " + dt +
-                " needs " + std::to_string(expected) + " bytes but its data_offsets span " +
-                std::to_string(info.end - info.begin));
-    require(info.end <= data_size, path_ + ": " + where + " ends at data byte " +
-                                       std::to_string(info.end) + " but the file holds only " +
-                                       std::to_string(data_size) +
-                                       " bytes of tensor data (truncated file?)");
+    HYPIC_REQUIRE(info.end - info.begin == expected,
+                  path_ + ": " + where + " of shape " + info.shape_str() + " and dtype " + dt +
+                      " needs " + std::to_string(expected) + " bytes but its data_offsets span " +
+                      std::to_string(info.end - info.begin));
+    HYPIC_REQUIRE(info.end <= data_size,
+                  path_ + ": " + where + " ends at data byte " + std::to_string(info.end) +
+                      " but the file holds only " + std::to_string(data_size) +
+                      " bytes of tensor data (truncated file?)");
     tensors_.emplace(name, std::move(info));
   }
   // Each byte of tensor data belongs to one tensor at most: a header whose ranges overlap
@@ -269,7 +272,7 @@ SafetensorsFile::~SafetensorsFile() {
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = tensors_.find(name);
-  require(it != tensors_.end(), path_ + ": no tensor named '" + name + "'");
+  HYPIC_REQUIRE(it != tensors_.end(), path_ + ": no tensor named '" + name + "'");
   return it->second;
 }
 
@@ -285,15 +288,15 @@ std::vector<unsigned char> SafetensorsFile::read_bytes(const std::string& name) 
   ok = fseeko(file_, static_cast<off_t>(pos), SEEK_SET) == 0;
 #endif
   ok = ok && std::fread(buf.data(), 1, buf.size(), file_) == buf.size();
-  require(ok, path_ + ": cannot read tensor '" + name + "' (file changed or truncated?)");
+  HYPIC_REQUIRE(ok, path_ + ": cannot read tensor '" + name + "' (file changed or truncated?)");
   return buf;
 }
 
 Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& t = info(name);
-  require(dtype_is_float(t.dtype), path_ + ": tensor '" + name + "' has dtype " +
-                                       safetensors_dtype_name(t.dtype) +
-                                       ", expected BF16, F16 or F32");
+  HYPIC_REQUIRE(dtype_is_float(t.dtype), path_ + ": tensor '" + name + "' has dtype " +
+                                             safetensors_dtype_name(t.dtype) +
+                                             ", expected BF16, F16 or F32");
   const std::vector<unsigned char> raw = read_bytes(name);
   Tensor out(t.shape);
   float* dst = out.data();
@@ -312,9 +315,9 @@ Tensor SafetensorsFile::read(const std::string& name) const {
 
 std::vector<int32_t> SafetensorsFile::read_int32(const std::string& name) const {
   const TensorInfo& t = info(name);
-  require(t.dtype == DType::I32 || t.dtype == DType::I64,
-          path_ + ": tensor '" + name + "' has dtype " + safetensors_dtype_name(t.dtype) +
-              ", expected I32 or I64");
+  HYPIC_REQUIRE(t.dtype == DType::I32 || t.dtype == DType::I64,
+                path_ + ": tensor '" + name + "' has dtype " + safetensors_dtype_name(t.dtype) +
+                    ", expected I32 or I64");
   const std::vector<unsigned char> raw = read_bytes(name);
   const size_t n = static_cast<size_t>(t.numel());
   std::vector<int32_t> out(n);
@@ -324,9 +327,10 @@ std::vector<int32_t> SafetensorsFile::read_int32(const std::string& name) const 
     for (size_t i = 0; i < n; ++i) {
       int64_t v;
       std::memcpy(&v, raw.data() + 8 * i, 8);
-      require(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
-              path_ + ": tensor '" + name + "' holds " + std::to_string(v) +
-                  ", outside the int32 range");
+      HYPIC_REQUIRE(
+          v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+          path_ + ": tensor '" + name + "' holds " + std::to_string(v) +
+              ", outside the int32 range");
       out[i] = static_cast<int32_t>(v);
     }
   }
@@ -341,37 +345,38 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
     for (const auto& kv : files_[0]->tensors()) where_[kv.first] = 0;
     return;
   }
-  require(fs::exists(index), dir + ": no model.safetensors or model.safetensors.index.json");
+  HYPIC_REQUIRE(fs::exists(index), dir + ": no model.safetensors or model.safetensors.index.json");
   index_path_ = index.string();
   json j;
   {
     std::ifstream in(index);
-    require(in.good(), index_path_ + ": cannot open");
+    HYPIC_REQUIRE(in.good(), index_path_ + ": cannot open");
     try {
       j = json::parse(in);
     } catch (const std::exception& e) {
       throw Error(index_path_ + ": invalid JSON: " + e.what());
     }
   }
-  require(j.is_object() && j.contains("weight_map") && j.at("weight_map").is_object(),
-          index_path_ + ": missing 'weight_map' object");
+  HYPIC_REQUIRE(j.is_object() && j.contains("weight_map") && j.at("weight_map").is_object(),
+                index_path_ + ": missing 'weight_map' object");
   std::map<std::string, size_t> file_index;
   for (auto it = j.at("weight_map").begin(); it != j.at("weight_map").end(); ++it) {
-    require(it->is_string(), index_path_ + ": weight_map entry '" + it.key() + "' is not a file");
+    HYPIC_REQUIRE(it->is_string(),
+                  index_path_ + ": weight_map entry '" + it.key() + "' is not a file");
     const std::string shard = it->get<std::string>();
-    require(shard.find("..") == std::string::npos && !fs::path(shard).is_absolute(),
-            index_path_ + ": weight_map names file '" + shard + "' outside the folder");
+    HYPIC_REQUIRE(shard.find("..") == std::string::npos && !fs::path(shard).is_absolute(),
+                  index_path_ + ": weight_map names file '" + shard + "' outside the folder");
     auto f = file_index.find(shard);
     if (f == file_index.end()) {
       const fs::path p = fs::path(dir) / shard;
-      require(fs::exists(p), index_path_ + ": shard '" + shard + "' (holding tensor '" + it.key() +
-                                 "') does not exist");
+      HYPIC_REQUIRE(fs::exists(p), index_path_ + ": shard '" + shard + "' (holding tensor '" +
+                                       it.key() + "') does not exist");
       files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
       f = file_index.emplace(shard, files_.size() - 1).first;
     }
-    require(files_[f->second]->contains(it.key()), index_path_ + ": tensor '" + it.key() +
-                                                       "' is listed in shard '" + shard +
-                                                       "' but that file does not hold it");
+    HYPIC_REQUIRE(files_[f->second]->contains(it.key()), index_path_ + ": tensor '" + it.key() +
+                                                             "' is listed in shard '" + shard +
+                                                             "' but that file does not hold it");
     where_[it.key()] = f->second;
   }
 }
@@ -385,25 +390,25 @@ std::vector<std::string> SafetensorsCheckpoint::names() const {
 
 const TensorInfo& SafetensorsCheckpoint::info(const std::string& name) const {
   auto it = where_.find(name);
-  require(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
+  HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
   return files_[it->second]->info(name);
 }
 
 const std::string& SafetensorsCheckpoint::file_of(const std::string& name) const {
   auto it = where_.find(name);
-  require(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
+  HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
   return files_[it->second]->path();
 }
 
 Tensor SafetensorsCheckpoint::read(const std::string& name) const {
   auto it = where_.find(name);
-  require(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
+  HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
   return files_[it->second]->read(name);
 }
 
 std::vector<int32_t> SafetensorsCheckpoint::read_int32(const std::string& name) const {
   auto it = where_.find(name);
-  require(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
+  HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
   return files_[it->second]->read_int32(name);
 }
 
@@ -426,7 +431,7 @@ std::vector<unsigned char> encode(const Tensor& t, DType dtype) {
     std::memcpy(out.data(), t.data(), n * 4);
     return out;
   }
-  require(
+  HYPIC_REQUIRE(
       dtype == DType::BF16 || dtype == DType::F16,
       std::string("safetensors writer: cannot store floats as ") + safetensors_dtype_name(dtype));
   const bool bf = dtype == DType::BF16;
@@ -441,7 +446,7 @@ std::vector<unsigned char> encode(const Tensor& t, DType dtype) {
 
 void write_entries(const std::string& path, std::vector<OutEntry> entries,
                    const std::map<std::string, std::string>& metadata) {
-  require(host_is_little_endian(), "safetensors: big-endian hosts are not supported");
+  HYPIC_REQUIRE(host_is_little_endian(), "safetensors: big-endian hosts are not supported");
   std::sort(entries.begin(), entries.end(),
             [](const OutEntry& a, const OutEntry& b) { return a.name < b.name; });
   json h = json::object();
@@ -452,8 +457,8 @@ void write_entries(const std::string& path, std::vector<OutEntry> entries,
   uint64_t offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const OutEntry& e = entries[i];
-    require(i == 0 || entries[i - 1].name != e.name,
-            "safetensors writer: tensor '" + e.name + "' given twice");
+    HYPIC_REQUIRE(i == 0 || entries[i - 1].name != e.name,
+                  "safetensors writer: tensor '" + e.name + "' given twice");
     const uint64_t bytes = Tensor::count(e.shape) * dtype_size(e.dtype);
     h[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)},
                  {"shape", e.shape},
@@ -465,7 +470,7 @@ void write_entries(const std::string& path, std::vector<OutEntry> entries,
 
   const std::string tmp = path + ".partial";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  require(f != nullptr, path + ": cannot open for writing");
+  HYPIC_REQUIRE(f != nullptr, path + ": cannot open for writing");
   bool ok = true;
   unsigned char len[8];
   uint64_t n = header.size();
@@ -476,8 +481,9 @@ void write_entries(const std::string& path, std::vector<OutEntry> entries,
     for (const OutEntry& e : entries) {
       if (!ok) break;
       const std::vector<unsigned char> b = e.bytes();
-      require(b.size() == Tensor::count(e.shape) * dtype_size(e.dtype),
-              "safetensors writer: tensor '" + e.name + "' produced the wrong number of bytes");
+      HYPIC_REQUIRE(
+          b.size() == Tensor::count(e.shape) * dtype_size(e.dtype),
+          "safetensors writer: tensor '" + e.name + "' produced the wrong number of bytes");
       ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
     }
   } catch (...) {
@@ -492,7 +498,7 @@ void write_entries(const std::string& path, std::vector<OutEntry> entries,
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  require(!ec, path + ": cannot rename the written file into place (" + ec.message() + ")");
+  HYPIC_REQUIRE(!ec, path + ": cannot rename the written file into place (" + ec.message() + ")");
 }
 
 }  // namespace
@@ -516,9 +522,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpecOut>
     const std::vector<int64_t> shape = specs[i].shape;
     entries.push_back({name, shape, dtype, [i, &produce, name, shape, dtype] {
                          const Tensor t = produce(i);
-                         require(t.shape() == shape, "safetensors writer: tensor '" + name +
-                                                         "' has shape " + t.shape_str() +
-                                                         ", declared " + shape_to_string(shape));
+                         HYPIC_REQUIRE(t.shape() == shape,
+                                       "safetensors writer: tensor '" + name + "' has shape " +
+                                           t.shape_str() + ", declared " + shape_to_string(shape));
                          return encode(t, dtype);
                        }});
   }
@@ -531,8 +537,8 @@ void write_safetensors_int32(
   std::vector<OutEntry> entries;
   for (const auto& kv : t) {
     const auto* v = &kv.second;
-    require(Tensor::count(v->first) == v->second.size(),
-            "safetensors writer: tensor '" + kv.first + "' has the wrong number of values");
+    HYPIC_REQUIRE(Tensor::count(v->first) == v->second.size(),
+                  "safetensors writer: tensor '" + kv.first + "' has the wrong number of values");
     entries.push_back({kv.first, v->first, DType::I32, [v] {
                          std::vector<unsigned char> b(v->second.size() * 4);
                          std::memcpy(b.data(), v->second.data(), b.size());

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/tensor.hpp"
+#include "hypic/tensor.hpp"
 
 namespace hypic::model {
 

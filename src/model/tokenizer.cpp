@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/unicode.hpp"
 
 namespace hypic::model {
@@ -61,9 +61,9 @@ std::string rewrite_whitespace_escapes(const std::string& pattern, const std::st
       if (e == 's') {
         out += in_class ? std::string(kWhiteSpaceClass) : "[" + std::string(kWhiteSpaceClass) + "]";
       } else if (e == 'S') {
-        require(!in_class, origin +
-                               ": pre-tokenizer pattern uses \\S inside a character class, "
-                               "which hypic cannot translate; rewrite it as [^...]");
+        HYPIC_REQUIRE(!in_class, origin +
+                                     ": pre-tokenizer pattern uses \\S inside a character class, "
+                                     "which hypic cannot translate; rewrite it as [^...]");
         out += "[^" + std::string(kWhiteSpaceClass) + "]";
       } else {
         out += c;
@@ -268,10 +268,11 @@ void Tokenizer::Impl::add_pre_tokenizer(const json& p) {
     const std::string text =
         literal ? pat.at("String").get<std::string>() : pat.at("Regex").get<std::string>();
     const std::string behavior = get_string(p, "behavior");
-    require(behavior == "Isolated" || behavior == "Removed",
-            origin + ": Split behavior '" + behavior +
-                "' is not supported (hypic implements Isolated and Removed)");
-    require(!get_bool(p, "invert", false), origin + ": Split with invert=true is not supported");
+    HYPIC_REQUIRE(behavior == "Isolated" || behavior == "Removed",
+                  origin + ": Split behavior '" + behavior +
+                      "' is not supported (hypic implements Isolated and Removed)");
+    HYPIC_REQUIRE(!get_bool(p, "invert", false),
+                  origin + ": Split with invert=true is not supported");
     PreStep s;
     s.kind = PreStep::kSplit;
     s.regex = std::make_shared<Regex>(text, literal, origin);
@@ -307,24 +308,27 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
   try {
     const json& model = j.at("model");
     const std::string type = get_string(model, "type");
-    require(type.empty() || type == "BPE",
-            origin + ": model type '" + type + "' is not supported (hypic reads byte-level BPE)");
-    require(get_string(model, "continuing_subword_prefix").empty() &&
-                get_string(model, "end_of_word_suffix").empty(),
-            origin + ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
-    require(!get_bool(model, "byte_fallback", false),
-            origin + ": BPE byte_fallback (sentencepiece style) is not supported");
+    HYPIC_REQUIRE(
+        type.empty() || type == "BPE",
+        origin + ": model type '" + type + "' is not supported (hypic reads byte-level BPE)");
+    HYPIC_REQUIRE(
+        get_string(model, "continuing_subword_prefix").empty() &&
+            get_string(model, "end_of_word_suffix").empty(),
+        origin + ": BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+    HYPIC_REQUIRE(!get_bool(model, "byte_fallback", false),
+                  origin + ": BPE byte_fallback (sentencepiece style) is not supported");
     t.ignore_merges = get_bool(model, "ignore_merges", false);
 
     t.add_normalizer(j.value("normalizer", json()));
     t.add_pre_tokenizer(j.value("pre_tokenizer", json()));
-    require(std::any_of(t.steps.begin(), t.steps.end(),
-                        [](const PreStep& s) { return s.kind == PreStep::kByteLevel; }),
-            origin + ": the pre_tokenizer has no ByteLevel step; hypic reads byte-level BPE only");
+    HYPIC_REQUIRE(
+        std::any_of(t.steps.begin(), t.steps.end(),
+                    [](const PreStep& s) { return s.kind == PreStep::kByteLevel; }),
+        origin + ": the pre_tokenizer has no ByteLevel step; hypic reads byte-level BPE only");
     if (j.contains("decoder") && !j["decoder"].is_null()) {
       const std::string dec = get_string(j["decoder"], "type");
-      require(dec == "ByteLevel",
-              origin + ": decoder '" + dec + "' is not supported (hypic decodes ByteLevel)");
+      HYPIC_REQUIRE(dec == "ByteLevel",
+                    origin + ": decoder '" + dec + "' is not supported (hypic decodes ByteLevel)");
     }
 
     int32_t max_id = -1;
@@ -342,11 +346,11 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       at.lstrip = get_bool(a, "lstrip", false);
       at.rstrip = get_bool(a, "rstrip", false);
       at.single_word = get_bool(a, "single_word", false);
-      require(!at.content.empty(), origin + ": an added token has empty content");
+      HYPIC_REQUIRE(!at.content.empty(), origin + ": an added token has empty content");
       max_id = std::max(max_id, at.id);
       added.push_back(std::move(at));
     }
-    require(max_id >= 0, origin + ": the vocabulary is empty");
+    HYPIC_REQUIRE(max_id >= 0, origin + ": the vocabulary is empty");
     t.id_token.assign(size_t(max_id) + 1, std::string());
     t.id_special.assign(size_t(max_id) + 1, 0);
     for (const auto& [token, id] : t.vocab) t.id_token[size_t(id)] = token;
@@ -381,21 +385,21 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       if (m.is_string()) {
         const std::string s = m.get<std::string>();
         const size_t sp = s.find(' ');
-        require(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
-                origin + ": merge " + std::to_string(rank) + " '" + s +
-                    "' is not of the form 'left right'");
+        HYPIC_REQUIRE(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
+                      origin + ": merge " + std::to_string(rank) + " '" + s +
+                          "' is not of the form 'left right'");
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       } else {
-        require(m.is_array() && m.size() == 2,
-                origin + ": merge " + std::to_string(rank) + " is neither 'a b' nor [a, b]");
+        HYPIC_REQUIRE(m.is_array() && m.size() == 2,
+                      origin + ": merge " + std::to_string(rank) + " is neither 'a b' nor [a, b]");
         a = m[0].get<std::string>();
         b = m[1].get<std::string>();
       }
       auto ia = t.vocab.find(a), ib = t.vocab.find(b), iab = t.vocab.find(a + b);
-      require(ia != t.vocab.end() && ib != t.vocab.end() && iab != t.vocab.end(),
-              origin + ": merge " + std::to_string(rank) + " ('" + a + "', '" + b +
-                  "') uses a token missing from the vocabulary");
+      HYPIC_REQUIRE(ia != t.vocab.end() && ib != t.vocab.end() && iab != t.vocab.end(),
+                    origin + ": merge " + std::to_string(rank) + " ('" + a + "', '" + b +
+                        "') uses a token missing from the vocabulary");
       const uint64_t key = (uint64_t(uint32_t(ia->second)) << 32) | uint32_t(ib->second);
       t.merges.emplace(key, std::make_pair(rank, iab->second));
       ++rank;
@@ -409,14 +413,14 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open tokenizer file " + path);
+  HYPIC_REQUIRE(in.good(), "cannot open tokenizer file " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
   return from_json(ss.str(), path);
 }
 
 Tokenizer Tokenizer::byte_level(int32_t offset) {
-  require(offset >= 0, "byte-level tokenizer offset must be non-negative");
+  HYPIC_REQUIRE(offset >= 0, "byte-level tokenizer offset must be non-negative");
   auto impl = std::make_shared<Impl>();
   impl->byte_fallback = true;
   impl->byte_offset = offset;
@@ -646,8 +650,9 @@ void Tokenizer::Impl::encode_into(std::string_view text, bool parse_special,
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   const size_t bad = unicode::find_invalid_utf8(text);
-  require(bad == std::string_view::npos, "tokenizer: text is not valid UTF-8 at byte " +
-                                             std::to_string(bad) + "; convert the input to UTF-8");
+  HYPIC_REQUIRE(bad == std::string_view::npos, "tokenizer: text is not valid UTF-8 at byte " +
+                                                   std::to_string(bad) +
+                                                   "; convert the input to UTF-8");
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (impl_->byte_fallback) {
@@ -742,7 +747,7 @@ void Tokenizer::clear_cache() const {
 double tokenizer_bench_mb_per_s(const Tokenizer& tok, const std::string& text, double min_seconds,
                                 bool cold_cache) {
   using Clock = std::chrono::steady_clock;
-  require(!text.empty(), "tokenizer benchmark: the text is empty");
+  HYPIC_REQUIRE(!text.empty(), "tokenizer benchmark: the text is empty");
   tok.encode(text);  // warm-up (and UTF-8 validation)
   double best = 0.0, total = 0.0;
   do {

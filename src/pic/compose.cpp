@@ -22,16 +22,16 @@ void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config,
 void splice_entry(const kernels::Backend& be, const model::ModelConfig& config,
                   const SegmentEntry& entry, int64_t segment_start, bool addition,
                   model::InferenceCache& cache) {
-  require(cache.n_tokens == segment_start + entry.junction,
-          "splice_entry: the cache holds " + std::to_string(cache.n_tokens) +
-              " tokens, expected the segment start plus its junction window (" +
-              std::to_string(segment_start + entry.junction) + ")");
+  HYPIC_REQUIRE(cache.n_tokens == segment_start + entry.junction,
+                "splice_entry: the cache holds " + std::to_string(cache.n_tokens) +
+                    " tokens, expected the segment start plus its junction window (" +
+                    std::to_string(segment_start + entry.junction) + ")");
   std::vector<const LinearSummary*> sums;
   std::vector<float*> states;
   for (const LinearLayerEntry& l : entry.linear) {
     model::LayerCache& lc = cache.layers.at(static_cast<size_t>(l.layer));
-    require(lc.kind == model::LayerKind::Linear && lc.conv.shape() == l.conv.shape(),
-            "segment entry does not fit layer " + std::to_string(l.layer));
+    HYPIC_REQUIRE(lc.kind == model::LayerKind::Linear && lc.conv.shape() == l.conv.shape(),
+                  "segment entry does not fit layer " + std::to_string(l.layer));
     sums.push_back(&l.summary);
     states.push_back(lc.state.data());
     be.copy_within(lc.conv.data(), l.conv.data(), l.conv.bytes());

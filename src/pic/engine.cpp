@@ -45,8 +45,8 @@ void LocalColdSource::begin(const std::vector<ColdSegment>& cold) {
 
 SegmentEntry LocalColdSource::take(int64_t index) {
   const auto it = pending_.find(index);
-  require(it != pending_.end(),
-          "cold source: segment " + std::to_string(index) + " was not announced");
+  HYPIC_REQUIRE(it != pending_.end(),
+                "cold source: segment " + std::to_string(index) + " was not announced");
   const ColdSegment seg = std::move(it->second);
   pending_.erase(it);
   return compute_entry(model_, seg.tokens, seg.junction);
@@ -86,10 +86,10 @@ Engine::Engine(model::Model& model, std::string model_fingerprint, EngineOptions
       entries_(options.memory_budget_bytes),
       snapshots_(options.memory_budget_bytes) {
   if (store_ != nullptr)
-    require(store_->junction() == options_.junction.store_code(),
-            "store " + store_->path() + " was made with junction " +
-                JunctionSpec::from_store_code(store_->junction()).to_string() + ", this run uses " +
-                options_.junction.to_string());
+    HYPIC_REQUIRE(store_->junction() == options_.junction.store_code(),
+                  "store " + store_->path() + " was made with junction " +
+                      JunctionSpec::from_store_code(store_->junction()).to_string() +
+                      ", this run uses " + options_.junction.to_string());
 }
 
 std::string Engine::entry_key(const std::vector<int32_t>& segment) const {
@@ -136,21 +136,21 @@ QueryResult Engine::run(const Query& q) {
   QueryResult r;
   r.id = q.id;
   r.segments = static_cast<int>(q.segments.size());
-  require(!q.question.empty(), "query " + q.id + " has no question tokens");
+  HYPIC_REQUIRE(!q.question.empty(), "query " + q.id + " has no question tokens");
   int64_t total = static_cast<int64_t>(q.prefix.size() + q.question.size());
   for (size_t i = 0; i < q.segments.size(); ++i) {
     const int64_t n = static_cast<int64_t>(q.segments[i].size());
-    require(n > 0, "query " + q.id + ": segment " + std::to_string(i + 1) + " is empty");
-    require(n <= cfg.max_position_embeddings,
-            "query " + q.id + ": segment " + std::to_string(i + 1) + " has " + std::to_string(n) +
-                " tokens, more than the model's context of " +
-                std::to_string(cfg.max_position_embeddings));
+    HYPIC_REQUIRE(n > 0, "query " + q.id + ": segment " + std::to_string(i + 1) + " is empty");
+    HYPIC_REQUIRE(n <= cfg.max_position_embeddings,
+                  "query " + q.id + ": segment " + std::to_string(i + 1) + " has " +
+                      std::to_string(n) + " tokens, more than the model's context of " +
+                      std::to_string(cfg.max_position_embeddings));
     total += n;
   }
-  require(total <= cfg.max_position_embeddings, "query " + q.id + ": the prompt has " +
-                                                    std::to_string(total) +
-                                                    " tokens, more than the model's context of " +
-                                                    std::to_string(cfg.max_position_embeddings));
+  HYPIC_REQUIRE(total <= cfg.max_position_embeddings,
+                "query " + q.id + ": the prompt has " + std::to_string(total) +
+                    " tokens, more than the model's context of " +
+                    std::to_string(cfg.max_position_embeddings));
   r.prompt_tokens = total;
 
   switch (options_.mode) {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::pic {
 
@@ -29,19 +29,19 @@ std::string JunctionSpec::to_string() const {
 JunctionSpec JunctionSpec::parse(const std::string& text) {
   const std::string bad =
       "--junction '" + text + "' is neither a token count (0, 8, ...) nor a share in (0, 1]";
-  require(!text.empty(), bad);
+  HYPIC_REQUIRE(!text.empty(), bad);
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  require(end != nullptr && *end == '\0' && std::isfinite(value) && value >= 0.0, bad);
+  HYPIC_REQUIRE(end != nullptr && *end == '\0' && std::isfinite(value) && value >= 0.0, bad);
   JunctionSpec spec;
   const bool decimal = text.find_first_of(".eE") != std::string::npos;
   if (decimal || (value > 0.0 && value < 1.0)) {
-    require(value > 0.0 && value <= 1.0, bad);
+    HYPIC_REQUIRE(value > 0.0 && value <= 1.0, bad);
     spec.width = 0;
     spec.fraction = value;
     return spec;
   }
-  require(value <= 1 << 20, bad);
+  HYPIC_REQUIRE(value <= 1 << 20, bad);
   spec.width = static_cast<int>(value);
   return spec;
 }

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/tensor.hpp"
 #include "hypic/kernels/backend.hpp"
+#include "hypic/tensor.hpp"
 
 namespace hypic::pic {
 

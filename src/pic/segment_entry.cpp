@@ -26,10 +26,10 @@ Tensor tail_rows(const Tensor& t, int64_t first) {
 
 Tensor take(store::Entry& stored, const std::string& name, const std::vector<int64_t>& shape) {
   auto it = stored.arrays.find(name);
-  require(it != stored.arrays.end(), "segment entry lacks array " + name);
+  HYPIC_REQUIRE(it != stored.arrays.end(), "segment entry lacks array " + name);
   Tensor t = std::move(it->second);
-  require(t.shape() == shape, "segment entry array " + name + " has shape " + t.shape_str() +
-                                  ", the model expects " + Tensor(shape).shape_str());
+  HYPIC_REQUIRE(t.shape() == shape, "segment entry array " + name + " has shape " + t.shape_str() +
+                                        ", the model expects " + Tensor(shape).shape_str());
   return t;
 }
 
@@ -46,9 +46,9 @@ size_t SegmentEntry::bytes() const {
 SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w) {
   const model::ModelConfig& cfg = model.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
-  require(n > 0, "a segment needs at least one token");
-  require(w >= 0 && w < n, "junction window of " + std::to_string(w) +
-                               " tokens does not fit a segment of " + std::to_string(n));
+  HYPIC_REQUIRE(n > 0, "a segment needs at least one token");
+  HYPIC_REQUIRE(w >= 0 && w < n, "junction window of " + std::to_string(w) +
+                                     " tokens does not fit a segment of " + std::to_string(n));
   const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
             dv = cfg.linear_value_head_dim;
 
@@ -73,8 +73,9 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
     if (lc.kind == model::LayerKind::Linear) {
-      require(lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
-              "the forward pass did not capture the transition of layer " + std::to_string(l));
+      HYPIC_REQUIRE(
+          lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
+          "the forward pass did not capture the transition of layer " + std::to_string(l));
       LinearLayerEntry le;
       le.layer = static_cast<int>(l);
       LinearSummary& s = le.summary;
@@ -142,8 +143,8 @@ store::EntryView store_view(const SegmentEntry& entry) {
 
 SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& cfg, int w) {
   const int64_t n = stored.n_tokens;
-  require(n > w, "segment entry of " + std::to_string(n) + " tokens cannot have a junction of " +
-                     std::to_string(w));
+  HYPIC_REQUIRE(n > w, "segment entry of " + std::to_string(n) +
+                           " tokens cannot have a junction of " + std::to_string(w));
   const int64_t Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
                 dv = cfg.linear_value_head_dim;
   SegmentEntry entry;

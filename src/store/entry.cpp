@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "store/checksum.hpp"
 
 namespace hypic::store {
@@ -120,8 +120,8 @@ float f16_to_f32(uint16_t bits) {
 
 namespace {
 void check_store_dtype(DType dtype) {
-  require(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-          std::string("the segment store keeps f32, bf16 or f16, not ") + dtype_name(dtype));
+  HYPIC_REQUIRE(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+                std::string("the segment store keeps f32, bf16 or f16, not ") + dtype_name(dtype));
 }
 }  // namespace
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/tensor.hpp"
+#include "hypic/tensor.hpp"
 
 namespace hypic::store {
 

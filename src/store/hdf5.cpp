@@ -253,16 +253,17 @@ bool Location::exists(const std::string& name) const {
 Dataset Location::create_dataset(const std::string& name, hid_t stored_type, const Shape& shape,
                                  const DatasetOptions& options) {
   const std::string object = child_path(name);
-  require(options.max_shape.empty() || options.max_shape.size() == shape.size(),
-          "HDF5: dataset '" + object + "' in '" + file_ + "': max shape " +
-              shape_text(options.max_shape) + " does not match the rank of shape " +
-              shape_text(shape));
-  require(options.chunk.empty() || options.chunk.size() == shape.size(),
-          "HDF5: dataset '" + object + "' in '" + file_ + "': chunk " + shape_text(options.chunk) +
-              " does not match the rank of shape " + shape_text(shape));
-  require(!options.chunk.empty() || (options.max_shape.empty() && options.deflate_level == 0),
-          "HDF5: dataset '" + object + "' in '" + file_ +
-              "': an extendible or compressed dataset needs a chunk shape");
+  HYPIC_REQUIRE(options.max_shape.empty() || options.max_shape.size() == shape.size(),
+                "HDF5: dataset '" + object + "' in '" + file_ + "': max shape " +
+                    shape_text(options.max_shape) + " does not match the rank of shape " +
+                    shape_text(shape));
+  HYPIC_REQUIRE(options.chunk.empty() || options.chunk.size() == shape.size(),
+                "HDF5: dataset '" + object + "' in '" + file_ + "': chunk " +
+                    shape_text(options.chunk) + " does not match the rank of shape " +
+                    shape_text(shape));
+  HYPIC_REQUIRE(!options.chunk.empty() || (options.max_shape.empty() && options.deflate_level == 0),
+                "HDF5: dataset '" + object + "' in '" + file_ +
+                    "': an extendible or compressed dataset needs a chunk shape");
   Handle space = make_space(shape, options.max_shape, file_, object);
   Handle lcpl = make_plist(H5P_LINK_CREATE, file_);
   H5Pset_create_intermediate_group(lcpl.id(), 1);
@@ -394,13 +395,14 @@ File File::open(const std::string& path, Access access, const FileOptions& optio
   Handle fapl = file_access_plist(path, options);
   unsigned flags = access == Access::kReadWrite ? H5F_ACC_RDWR : H5F_ACC_RDONLY;
   if (options.swmr_read) {
-    require(access == Access::kReadOnly,
-            "HDF5: '" + path + "': SWMR reading needs read-only access");
+    HYPIC_REQUIRE(access == Access::kReadOnly,
+                  "HDF5: '" + path + "': SWMR reading needs read-only access");
     flags |= H5F_ACC_SWMR_READ;
   }
   if (options.swmr_write) {
-    require(access == Access::kReadWrite && options.latest_format,
-            "HDF5: '" + path + "': SWMR writing needs read-write access and the latest format");
+    HYPIC_REQUIRE(
+        access == Access::kReadWrite && options.latest_format,
+        "HDF5: '" + path + "': SWMR writing needs read-write access and the latest format");
     flags |= H5F_ACC_SWMR_WRITE;
   }
   hid_t id = H5Fopen(path.c_str(), flags, fapl.id());

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::h5 {
 

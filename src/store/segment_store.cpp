@@ -152,9 +152,9 @@ uint32_t entry_checksum(const void* payload, size_t payload_bytes, const EntryRo
 
 Hash128 parse_key_or_throw(const std::string& key) {
   Hash128 h;
-  require(parse_hex128(key, h), "segment store: '" + key +
-                                    "' is not an entry key (32 hex digits, as entry_key() "
-                                    "returns)");
+  HYPIC_REQUIRE(parse_hex128(key, h), "segment store: '" + key +
+                                          "' is not an entry key (32 hex digits, as entry_key() "
+                                          "returns)");
   return h;
 }
 
@@ -341,14 +341,14 @@ struct SegmentStore::Impl {
   }
 
   void read_attributes() {
-    require(file.has_attribute("format") && file.string_attribute("format") == kFormatName,
-            "'" + path + "' is not a hypic segment store (no format attribute '" +
-                std::string(kFormatName) + "')");
+    HYPIC_REQUIRE(file.has_attribute("format") && file.string_attribute("format") == kFormatName,
+                  "'" + path + "' is not a hypic segment store (no format attribute '" +
+                      std::string(kFormatName) + "')");
     format_version = static_cast<int>(file.int_attribute("format_version"));
-    require(format_version <= kStoreFormatVersion,
-            where() + " has format version " + std::to_string(format_version) +
-                ", newer than this hypic reads (" + std::to_string(kStoreFormatVersion) +
-                "); use a newer hypic");
+    HYPIC_REQUIRE(format_version <= kStoreFormatVersion,
+                  where() + " has format version " + std::to_string(format_version) +
+                      ", newer than this hypic reads (" + std::to_string(kStoreFormatVersion) +
+                      "); use a newer hypic");
     options.model_fingerprint = file.string_attribute("model_fingerprint");
     options.junction = static_cast<int>(file.int_attribute("junction"));
     options.dtype = parse_dtype(file.string_attribute("dtype"));
@@ -357,7 +357,7 @@ struct SegmentStore::Impl {
   void load() {
     // The newest slot whose checksum holds.
     std::vector<uint64_t> slots = commit.read_all<uint64_t>();
-    require(slots.size() == 16, where() + ": /commit has an unexpected shape");
+    HYPIC_REQUIRE(slots.size() == 16, where() + ": /commit has an unexpected shape");
     bool found = false;
     for (int s = 0; s < 2; ++s) {
       CommitRecord r{};
@@ -366,9 +366,9 @@ struct SegmentStore::Impl {
       if (!found || r.generation > committed.generation) committed = r;
       found = true;
     }
-    require(found, where() +
-                       ": both commit records are damaged, so which entries are complete is "
-                       "unknown; the file cannot be used (recompute it into a new store)");
+    HYPIC_REQUIRE(found, where() +
+                             ": both commit records are damaged, so which entries are complete is "
+                             "unknown; the file cannot be used (recompute it into a new store)");
     // A reader racing a live SWMR writer can see the new commit record before the grown
     // extents of the datasets it covers (HDF5 refreshes each object's metadata separately).
     // Refresh those datasets until the view catches up; only a real truncation persists.
@@ -386,9 +386,9 @@ struct SegmentStore::Impl {
     }
     auto check_extent = [&](const h5::Dataset& d, uint64_t needed, const char* what) {
       uint64_t have = d.shape().at(0);
-      require(have >= needed, where() + " is truncated: its commit record counts " +
-                                  std::to_string(needed) + " " + what + " but the file holds " +
-                                  std::to_string(have));
+      HYPIC_REQUIRE(have >= needed, where() + " is truncated: its commit record counts " +
+                                        std::to_string(needed) + " " + what +
+                                        " but the file holds " + std::to_string(have));
     };
     check_extent(entries, committed.entries, "entries");
     check_extent(arrays, committed.arrays, "array rows");
@@ -453,10 +453,10 @@ struct SegmentStore::Impl {
     const EntryRow& row = rows[index];
     auto damaged = [&](const std::string& why) {
       damaged_rows.insert(index);
-      result.status = EntryStatus::kDamaged;
-      result.problem = why;
-      result.entry.reset();
-      return result;
+      ReadResult report;  // a fresh one: never an entry, whatever `result` holds
+      report.status = EntryStatus::kDamaged;
+      report.problem = why;
+      return report;
     };
     if (row.array_first + row.array_count > committed.arrays ||
         row.payload_offset + row.payload_count > committed.payload_end)
@@ -503,13 +503,14 @@ struct SegmentStore::Impl {
   }
 
   bool put(const std::string& key, const EntryView& entry) {
-    require(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
-    require(failed.empty(), where() + ": an earlier write failed (" + failed +
-                                "); committed entries are intact, reopen the store to resume");
+    HYPIC_REQUIRE(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
+    HYPIC_REQUIRE(failed.empty(),
+                  where() + ": an earlier write failed (" + failed +
+                      "); committed entries are intact, reopen the store to resume");
     Hash128 h = parse_key_or_throw(key);
     auto found = current.find(h);
     if (found != current.end() && damaged_rows.count(found->second) == 0) return false;
-    require(entry.n_tokens >= 0, where() + ": entry " + key + " has a negative token count");
+    HYPIC_REQUIRE(entry.n_tokens >= 0, where() + ": entry " + key + " has a negative token count");
 
     // Lay the arrays out back to back and encode them.
     EntryRow row;
@@ -528,13 +529,13 @@ struct SegmentStore::Impl {
     std::vector<std::string> added_names;
     uint64_t at = 0;
     for (const auto& [name, tensor] : entry.arrays) {
-      require(!name.empty() && name.size() <= kMaxNameChars,
-              where() + ": array name '" + name + "' must have 1 to " +
-                  std::to_string(kMaxNameChars) + " characters");
+      HYPIC_REQUIRE(!name.empty() && name.size() <= kMaxNameChars,
+                    where() + ": array name '" + name + "' must have 1 to " +
+                        std::to_string(kMaxNameChars) + " characters");
       const int rank = static_cast<int>(tensor.shape.size());
-      require(rank <= static_cast<int>(kMaxRank), where() + ": array '" + name + "' has rank " +
-                                                      std::to_string(rank) + "; at most " +
-                                                      std::to_string(kMaxRank) + " is supported");
+      HYPIC_REQUIRE(rank <= static_cast<int>(kMaxRank),
+                    where() + ": array '" + name + "' has rank " + std::to_string(rank) +
+                        "; at most " + std::to_string(kMaxRank) + " is supported");
       ArrayRow a;
       std::memset(&a, 0, sizeof(a));
       a.name_id = name_id_for(name, added_names);
@@ -606,10 +607,11 @@ SegmentStore& SegmentStore::operator=(SegmentStore&&) noexcept = default;
 SegmentStore::~SegmentStore() = default;
 
 SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& options) {
-  require(!options.model_fingerprint.empty(),
-          "segment store '" + path + "': a model fingerprint is required to create it");
-  require(options.junction >= 0, "segment store '" + path + "': junction width must be >= 0, got " +
-                                     std::to_string(options.junction));
+  HYPIC_REQUIRE(!options.model_fingerprint.empty(),
+                "segment store '" + path + "': a model fingerprint is required to create it");
+  HYPIC_REQUIRE(options.junction >= 0, "segment store '" + path +
+                                           "': junction width must be >= 0, got " +
+                                           std::to_string(options.junction));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->mode = OpenMode::kWrite;
@@ -666,7 +668,7 @@ SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& o
 
 std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& path,
                                                             OpenMode mode) {
-  require(std::filesystem::exists(path), "segment store '" + path + "' does not exist");
+  HYPIC_REQUIRE(std::filesystem::exists(path), "segment store '" + path + "' does not exist");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->mode = mode;
@@ -723,24 +725,25 @@ SegmentStore SegmentStore::open(const std::string& path, const std::string& mode
                                 int junction, OpenMode mode) {
   auto impl = open_impl(path, mode);
   const StoreOptions& found = impl->options;
-  require(found.model_fingerprint == model_fingerprint,
-          "segment store '" + path + "' was made for model fingerprint '" +
-              found.model_fingerprint + "' but this run expects '" + model_fingerprint +
-              "'; use a store warmed with this model or a new --store path");
-  require(found.junction == junction,
-          "segment store '" + path + "' was made with junction width " +
-              std::to_string(found.junction) + " but this run expects " + std::to_string(junction) +
-              "; pass --junction " + std::to_string(found.junction) + " or use a new --store path");
+  HYPIC_REQUIRE(found.model_fingerprint == model_fingerprint,
+                "segment store '" + path + "' was made for model fingerprint '" +
+                    found.model_fingerprint + "' but this run expects '" + model_fingerprint +
+                    "'; use a store warmed with this model or a new --store path");
+  HYPIC_REQUIRE(found.junction == junction,
+                "segment store '" + path + "' was made with junction width " +
+                    std::to_string(found.junction) + " but this run expects " +
+                    std::to_string(junction) + "; pass --junction " +
+                    std::to_string(found.junction) + " or use a new --store path");
   return SegmentStore(std::move(impl));
 }
 
 SegmentStore SegmentStore::open_or_create(const std::string& path, const StoreOptions& options) {
   if (!std::filesystem::exists(path)) return create(path, options);
   SegmentStore store = open(path, options.model_fingerprint, options.junction, OpenMode::kWrite);
-  require(store.dtype() == options.dtype,
-          "segment store '" + path + "' stores " + dtype_name(store.dtype()) +
-              " but this run asks for " + dtype_name(options.dtype) + "; pass --dtype " +
-              dtype_name(store.dtype()) + " or use a new --store path");
+  HYPIC_REQUIRE(store.dtype() == options.dtype,
+                "segment store '" + path + "' stores " + dtype_name(store.dtype()) +
+                    " but this run asks for " + dtype_name(options.dtype) + "; pass --dtype " +
+                    dtype_name(store.dtype()) + " or use a new --store path");
   store.impl_->options.sync_to_disk = options.sync_to_disk;
   return store;
 }
@@ -898,8 +901,8 @@ void SegmentStore::close() {
 }
 
 MergeReport merge_stores(SegmentStore& destination, const std::vector<std::string>& sources) {
-  require(destination.writable(),
-          "merge: destination store '" + destination.path() + "' must be open for writing");
+  HYPIC_REQUIRE(destination.writable(),
+                "merge: destination store '" + destination.path() + "' must be open for writing");
   MergeReport report;
   for (const std::string& source_path : sources) {
     SegmentStore source = SegmentStore::open(source_path, destination.model_fingerprint(),

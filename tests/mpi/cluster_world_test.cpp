@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cluster/world.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 namespace {

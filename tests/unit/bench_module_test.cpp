@@ -16,7 +16,7 @@
 #include "bench/tokenize.hpp"
 #include "bench/ttft.hpp"
 #include "cluster/world.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/presets.hpp"
 #include "temp_path.hpp"
 

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "common/error.hpp"
 #include "eval/chat_session.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "pic/fingerprint.hpp"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/presets.hpp"
 #include "model/safetensors.hpp"

@@ -25,7 +25,7 @@
 #include "cluster/simulate.hpp"
 #include "cluster/watch.hpp"
 #include "cluster/world.hpp"
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::cluster {
 namespace {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/config.hpp"
 #include "model/presets.hpp"
 

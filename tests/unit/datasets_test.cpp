@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
 #include "eval/datasets.hpp"
 #include "eval/templates.hpp"
+#include "hypic/error.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
 #include "eval/metrics.hpp"
+#include "hypic/error.hpp"
 #include "model/unicode.hpp"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/safetensors.hpp"
 
 #include "temp_path.hpp"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hypic/error.hpp"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 
@@ -124,3 +125,21 @@ TEST(Backends, CudaBackendExplainsWhenNotCompiledAndHostRunsEverything) {
 }
 
 }  // namespace
+
+// HYPIC_REQUIRE builds its message only when the check fails (hot paths call it per op).
+TEST(Require, BuildsTheMessageOnlyOnFailure) {
+  int built = 0;
+  const auto message = [&] {
+    ++built;
+    return std::string("sizes differ");
+  };
+  HYPIC_REQUIRE(1 + 1 == 2, message());
+  EXPECT_EQ(built, 0);
+  try {
+    HYPIC_REQUIRE(1 + 1 == 3, message());
+    FAIL() << "a failed check must throw";
+  } catch (const hypic::Error& e) {
+    EXPECT_STREQ(e.what(), "sizes differ");
+  }
+  EXPECT_EQ(built, 1);
+}

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/tokenizer.hpp"
 #include "model/unicode.hpp"
 

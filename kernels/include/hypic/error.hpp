@@ -11,9 +11,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-// Throws hypic::Error(message) when cond is false. For user-facing checks, not invariants.
-inline void require(bool cond, const std::string& message) {
-  if (!cond) throw Error(message);
-}
-
 }  // namespace hypic
+
+// Throws hypic::Error(message...) when cond is false. For user-facing checks, not invariants.
+// A macro so that the message, often a concatenation, is built only when the check fails:
+// checks on hot paths (every KV append, every stored array) cost one branch.
+#define HYPIC_REQUIRE(cond, ...)                    \
+  do {                                              \
+    if (!(cond)) throw ::hypic::Error(__VA_ARGS__); \
+  } while (0)

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::model::arch {
 namespace {
@@ -11,11 +11,11 @@ namespace {
 using nlohmann::json;
 
 int as_int(const json& v, const std::string& name) {
-  require(v.is_number_integer() ||
-              (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()),
-          "config.json: field '" + name + "' must be an integer");
+  HYPIC_REQUIRE(v.is_number_integer() ||
+                    (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()),
+                "config.json: field '" + name + "' must be an integer");
   const double d = v.get<double>();
-  require(std::fabs(d) < 2147483647.0, "config.json: field '" + name + "' is out of range");
+  HYPIC_REQUIRE(std::fabs(d) < 2147483647.0, "config.json: field '" + name + "' is out of range");
   return static_cast<int>(d);
 }
 
@@ -34,7 +34,7 @@ std::string Fields::path(const char* key) const {
 }
 
 int Fields::integer(const char* key) const {
-  require(has(key), "config.json: missing required field '" + path(key) + "'");
+  HYPIC_REQUIRE(has(key), "config.json: missing required field '" + path(key) + "'");
   return as_int(obj_.at(key), path(key));
 }
 
@@ -45,21 +45,21 @@ int Fields::integer(const char* key, int fallback) const {
 double Fields::number(const char* key, double fallback) const {
   if (!has(key)) return fallback;
   const json& v = obj_.at(key);
-  require(v.is_number(), "config.json: field '" + path(key) + "' must be a number");
+  HYPIC_REQUIRE(v.is_number(), "config.json: field '" + path(key) + "' must be a number");
   return v.get<double>();
 }
 
 bool Fields::boolean(const char* key, bool fallback) const {
   if (!has(key)) return fallback;
   const json& v = obj_.at(key);
-  require(v.is_boolean(), "config.json: field '" + path(key) + "' must be true or false");
+  HYPIC_REQUIRE(v.is_boolean(), "config.json: field '" + path(key) + "' must be true or false");
   return v.get<bool>();
 }
 
 std::string Fields::string(const char* key, const std::string& fallback) const {
   if (!has(key)) return fallback;
   const json& v = obj_.at(key);
-  require(v.is_string(), "config.json: field '" + path(key) + "' must be a string");
+  HYPIC_REQUIRE(v.is_string(), "config.json: field '" + path(key) + "' must be a string");
   return v.get<std::string>();
 }
 
@@ -68,7 +68,7 @@ std::vector<int> Fields::int_list(const char* key) const {
   if (!has(key)) return out;
   const json& v = obj_.at(key);
   if (v.is_number()) return {as_int(v, path(key))};  // eos_token_id may be one number
-  require(v.is_array(), "config.json: field '" + path(key) + "' must be a list of integers");
+  HYPIC_REQUIRE(v.is_array(), "config.json: field '" + path(key) + "' must be a list of integers");
   for (const json& e : v) out.push_back(as_int(e, path(key)));
   return out;
 }
@@ -84,10 +84,10 @@ void read_hybrid_fields(const Fields& f, const Fields& top, ModelConfig& c) {
       f.boolean("tie_word_embeddings", top.boolean("tie_word_embeddings", false));
 
   const std::string act = f.string("hidden_act", "silu");
-  require(act == "silu", "config.json: field '" + f.path("hidden_act") + "' is '" + act +
-                             "'; only 'silu' is supported");
-  require(!f.boolean("attention_bias", false),
-          "config.json: field '" + f.path("attention_bias") + "' is true; not supported");
+  HYPIC_REQUIRE(act == "silu", "config.json: field '" + f.path("hidden_act") + "' is '" + act +
+                                   "'; only 'silu' is supported");
+  HYPIC_REQUIRE(!f.boolean("attention_bias", false),
+                "config.json: field '" + f.path("attention_bias") + "' is true; not supported");
 
   c.num_attention_heads = f.integer("num_attention_heads");
   c.num_key_value_heads = f.integer("num_key_value_heads");
@@ -100,14 +100,14 @@ void read_hybrid_fields(const Fields& f, const Fields& top, ModelConfig& c) {
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!f.has(key)) continue;
     const json& rp = f.at(key);
-    require(rp.is_object(), "config.json: field '" + f.path(key) + "' must be an object");
+    HYPIC_REQUIRE(rp.is_object(), "config.json: field '" + f.path(key) + "' must be an object");
     Fields r(rp, f.path(key));
     theta = r.number("rope_theta", theta);
     factor = r.number("partial_rotary_factor", factor);
     rope_type = r.string("rope_type", r.string("type", rope_type));
   }
-  require(rope_type == "default",
-          "config.json: rope_type '" + rope_type + "' is not supported (only 'default')");
+  HYPIC_REQUIRE(rope_type == "default",
+                "config.json: rope_type '" + rope_type + "' is not supported (only 'default')");
   c.rope_theta = theta;
   c.partial_rotary_factor = factor;
 
@@ -122,10 +122,11 @@ void read_layer_types(const Fields& f, ModelConfig& c) {
   c.full_attention_interval = f.integer("full_attention_interval", 4);
   if (f.has("layer_types")) {
     const json& lt = f.at("layer_types");
-    require(lt.is_array(), "config.json: field '" + f.path("layer_types") + "' must be a list");
+    HYPIC_REQUIRE(lt.is_array(),
+                  "config.json: field '" + f.path("layer_types") + "' must be a list");
     for (const json& e : lt) {
-      require(e.is_string(),
-              "config.json: field '" + f.path("layer_types") + "' must be a list of strings");
+      HYPIC_REQUIRE(e.is_string(),
+                    "config.json: field '" + f.path("layer_types") + "' must be a list of strings");
       const std::string s = e.get<std::string>();
       if (s == "linear_attention") {
         c.layer_types.push_back(LayerKind::Linear);
@@ -146,8 +147,9 @@ void read_layer_types(const Fields& f, ModelConfig& c) {
       }
     }
   } else {
-    require(c.full_attention_interval > 0,
-            "config.json: field '" + f.path("full_attention_interval") + "' must be positive");
+    HYPIC_REQUIRE(
+        c.full_attention_interval > 0,
+        "config.json: field '" + f.path("full_attention_interval") + "' must be positive");
     for (int i = 0; i < c.num_hidden_layers; ++i)
       c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? LayerKind::FullAttention
                                                                        : LayerKind::Linear);

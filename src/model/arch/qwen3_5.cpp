@@ -5,7 +5,7 @@
 // four tensors (qkv, z, b, a) already in canonical row order.
 #include <nlohmann/json.hpp>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/common.hpp"
 
@@ -30,14 +30,14 @@ class Qwen3_5 final : public ArchSpec {
     const json* text = &root;  // where the text-model fields live
     std::string where;
     if (root.contains("text_config") && !root.at("text_config").is_null()) {
-      require(root.at("text_config").is_object(),
-              "config.json: field 'text_config' must be an object");
+      HYPIC_REQUIRE(root.at("text_config").is_object(),
+                    "config.json: field 'text_config' must be an object");
       text = &root.at("text_config");
       where = "text_config";
       const std::string inner = Fields(*text, where).string("model_type", "qwen3_5_text");
-      require(inner == "qwen3_5_text" || inner == "qwen3_5",
-              "config.json: unsupported text_config.model_type '" + inner +
-                  "' (supported: qwen3_5_text)");
+      HYPIC_REQUIRE(inner == "qwen3_5_text" || inner == "qwen3_5",
+                    "config.json: unsupported text_config.model_type '" + inner +
+                        "' (supported: qwen3_5_text)");
     }
     const Fields f(*text, where);
     read_hybrid_fields(f, top, c);
@@ -61,8 +61,8 @@ class Qwen3_5 final : public ArchSpec {
   }
 
   void validate(const ModelConfig& c) const override {
-    require(c.num_experts == 0,
-            "config: qwen3_5 text models have no experts (num_experts must be 0)");
+    HYPIC_REQUIRE(c.num_experts == 0,
+                  "config: qwen3_5 text models have no experts (num_experts must be 0)");
   }
 
   bool layer_is_moe(const ModelConfig&, int) const override { return false; }

@@ -1,7 +1,7 @@
 // The registered architectures: one line each (defined in src/model/arch/<name>.cpp).
 #include <algorithm>
 
-#include "common/error.hpp"
+#include "hypic/error.hpp"
 #include "model/arch/arch.hpp"
 
 namespace hypic::model {
