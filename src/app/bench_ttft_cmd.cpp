@@ -13,6 +13,7 @@
 #include "app/io_util.hpp"
 #include "app/pic_report.hpp"
 #include "bench/ttft.hpp"
+#include "eval/metrics.hpp"
 #include "model/presets.hpp"
 
 namespace hypic::app {
@@ -44,7 +45,8 @@ RunSummary summarize(const bench::TtftModeRun& run, const pic::JunctionSpec& jun
 
 void print_mode(const bench::TtftModeRun& run, const RunSummary& summary) {
   std::printf("  %-22s ttft p50 %9.1f ms  p99 %9.1f ms   (%s)\n", run.name.c_str(),
-              percentile(run.ttft_ms, 50), percentile(run.ttft_ms, 99), summary.one_line().c_str());
+              eval::percentile(run.ttft_ms, 50), eval::percentile(run.ttft_ms, 99),
+              summary.one_line().c_str());
   std::fflush(stdout);
   if (!pic::uses_entries(run.mode)) return;
   const model::ForwardTimes& ft = run.forward;

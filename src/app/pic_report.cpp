@@ -4,17 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "eval/metrics.hpp"
 #include "pic/fidelity.hpp"
 
 namespace hypic::app {
 namespace {
+using eval::mean;
+using eval::percentile;
 using nlohmann::json;
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
 
 // The phases in the order of timings.csv.
 struct Phase {
@@ -34,15 +31,6 @@ const Phase kPhases[] = {
 };
 
 }  // namespace
-
-double percentile(std::vector<double> v, double pct) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = pct / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 Fidelity compare(const pic::QueryResult& full, const pic::QueryResult& mode) {
   Fidelity f;

@@ -12,9 +12,6 @@
 
 namespace hypic::app {
 
-// Linear-interpolated percentile (numpy's default) of unsorted values; 0 when empty.
-double percentile(std::vector<double> values, double pct);
-
 struct Fidelity {
   double agreement = 1.0;  // greedy tokens equal before the first divergence, share of full's
   bool exact = true;

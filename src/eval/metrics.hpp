@@ -46,4 +46,9 @@ std::string first_line(std::string_view prediction);
 double score(const std::string& metric, std::string_view prediction,
              const std::vector<std::string>& golds);
 
+// Summary statistics of per-question figures (TTFT, scores).
+double mean(const std::vector<double>& values);  // 0 when empty
+// Linear-interpolated percentile (numpy's default) of unsorted values; 0 when empty.
+double percentile(std::vector<double> values, double pct);
+
 }  // namespace hypic::eval

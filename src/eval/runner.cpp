@@ -12,12 +12,6 @@ namespace hypic::eval {
 namespace {
 using nlohmann::json;
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
 std::string fmt(const char* f, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, x);
@@ -60,15 +54,6 @@ bool is_qa_metric(const std::string& metric) {
 
 std::string metric_label(const std::string& metric) {
   return metric == "rouge_l" ? "ROUGE-L" : metric == "exact_match" ? "EM" : "F1";
-}
-
-double percentile(std::vector<double> v, double pct) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = pct / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 ModeScorer::ModeScorer(pic::Mode mode, const PromptTemplate& tmpl)

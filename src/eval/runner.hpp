@@ -53,9 +53,8 @@ class ModeScorer {
   int64_t hits_memory_ = 0, hits_store_ = 0, colds_ = 0;
 };
 
-bool is_qa_metric(const std::string& metric);               // every metric but rouge_l
-std::string metric_label(const std::string& metric);        // "ROUGE-L", "EM" or "F1"
-double percentile(std::vector<double> values, double pct);  // numpy's linear; 0 when empty
+bool is_qa_metric(const std::string& metric);         // every metric but rouge_l
+std::string metric_label(const std::string& metric);  // "ROUGE-L", "EM" or "F1"
 
 // The modes side by side: table.md's text and summary.json's "modes" array (scores 0-1,
 // Δ against full when full was run). `predictions[i]` is the pred file of `modes[i]`.

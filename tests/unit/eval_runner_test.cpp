@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/metrics.hpp"
 #include "eval/runner.hpp"
 
 namespace {
