@@ -16,9 +16,11 @@
 #include "model/presets.hpp"
 #include "model/safetensors.hpp"
 
+#include "error_of.hpp"
 #include "temp_path.hpp"
 
 namespace {
+using test_util::error_of;
 namespace fs = std::filesystem;
 using hypic::DType;
 using hypic::Tensor;
@@ -27,16 +29,6 @@ using nlohmann::json;
 using test_util::TempDir;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hypic::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(ArchRegistry, ListsTheSupportedArchitectures) {
   std::vector<std::string> names;

@@ -21,10 +21,12 @@
 #include "model/presets.hpp"
 #include "model/safetensors.hpp"
 
+#include "error_of.hpp"
 #include "temp_path.hpp"
 
 namespace {
 using hypic::DType;
+using test_util::error_of;
 using test_util::read_bytes;
 using test_util::TempDir;
 namespace fs = std::filesystem;
@@ -32,16 +34,6 @@ using hypic::Tensor;
 using namespace hypic::model;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hypic::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool golden(const std::string& name) {
   return fs::exists(kGolden + "/" + name + "/config.json");

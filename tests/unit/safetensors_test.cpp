@@ -14,9 +14,11 @@
 #include "hypic/error.hpp"
 #include "model/safetensors.hpp"
 
+#include "error_of.hpp"
 #include "temp_path.hpp"
 
 namespace {
+using test_util::error_of;
 using test_util::read_bytes;
 using test_util::TempDir;
 namespace fs = std::filesystem;
@@ -40,16 +42,6 @@ Tensor sample(std::vector<int64_t> shape, float scale = 1.0f) {
   Tensor t(std::move(shape));
   for (int64_t i = 0; i < t.numel(); ++i) t[i] = scale * std::sin(0.37f * i + 0.1f) * (1 + i % 7);
   return t;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hypic::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Safetensors, Bf16RoundsToNearestEven) {
