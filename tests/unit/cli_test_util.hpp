@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+extern char** environ;
+
 #include "store/segment_store.hpp"
 
 namespace cli_test {
@@ -98,6 +100,22 @@ inline void expect_same_store(const std::string& a_path, const std::string& b_pa
           << k << " " << name;
     }
   }
+}
+
+// The test binary is itself a singleton MPI process, and Open MPI's singleton start puts
+// OMPI_*, PMIX_*, ORTE_* and OPAL_* variables into its environment: a child mpirun that
+// inherited them would try to join this process's runtime. `env -u` drops them.
+inline std::string clean_mpi_environment() {
+  std::string prefix = "env";
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var(*e);
+    const std::string name = var.substr(0, var.find('='));
+    for (const char* p : {"OMPI_", "PMIX_", "ORTE_", "OPAL_"})
+      if (name.rfind(p, 0) == 0) prefix += " -u " + name;
+  }
+  return prefix +
+         " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+         "OMPI_MCA_rmaps_base_oversubscribe=1";
 }
 
 }  // namespace cli_test

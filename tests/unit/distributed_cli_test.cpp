@@ -15,26 +15,12 @@
 
 #include "cli_test_util.hpp"
 
-extern char** environ;
-
 namespace {
 namespace fs = std::filesystem;
+using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
 using cli_test::slurp;
 using nlohmann::json;
-
-// The test binary is a singleton MPI process; a child mpirun must not inherit its runtime's
-// variables (as in fault_cli_test.cpp).
-std::string clean_mpi_environment() {
-  std::string prefix = "env";
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var(*e);
-    const std::string name = var.substr(0, var.find('='));
-    for (const char* p : {"OMPI_", "PMIX_", "ORTE_", "OPAL_"})
-      if (name.rfind(p, 0) == 0) prefix += " -u " + name;
-  }
-  return prefix + " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
-}
 
 class DistributedCli : public ::testing::Test {
  protected:

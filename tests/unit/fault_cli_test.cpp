@@ -23,30 +23,13 @@
 #include "cli_test_util.hpp"
 #include "store/segment_store.hpp"
 
-extern char** environ;
-
 namespace {
 namespace fs = std::filesystem;
+using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
 using cli_test::slurp;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-// The test binary is itself a singleton MPI process, and Open MPI's singleton start puts
-// OMPI_*, PMIX_*, ORTE_* and OPAL_* variables into its environment: a child mpirun that
-// inherited them would try to join this process's runtime. `env -u` drops them.
-std::string clean_mpi_environment() {
-  std::string prefix = "env";
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var(*e);
-    const std::string name = var.substr(0, var.find('='));
-    for (const char* p : {"OMPI_", "PMIX_", "ORTE_", "OPAL_"})
-      if (name.rfind(p, 0) == 0) prefix += " -u " + name;
-  }
-  return prefix +
-         " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-         "OMPI_MCA_rmaps_base_oversubscribe=1";
-}
 
 class FaultCli : public ::testing::Test {
  protected:
