@@ -3,6 +3,7 @@
 // reached through cuda_backend() (backend.hpp). When hypic is built without CUDA these still
 // link, and throw hypic::Error("hypic was not compiled with CUDA ...")
 // (kernels/cuda/not_compiled.cpp).
+#include <cstdint>
 #include <string>
 
 namespace hypic::kernels {
@@ -20,6 +21,12 @@ namespace cuda {
 // backend; returns a report line per op with its max abs difference. Throws when a difference
 // exceeds tol. The full grid of shapes is the op harness (tests/unit/backend_ops_test.cpp).
 std::string self_check(float tol = 1e-4f);
+
+// C[m,n] (f32) = alpha · op(A) · op(B) + beta · C, row-major, with A and B bf16 (raw bit
+// patterns) in device memory and f32 accumulation: cublasGemmEx on tensor cores. The bf16 row
+// of the op harness's dtype axis; device pointers only.
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
+               int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc);
 
 }  // namespace cuda
 }  // namespace hypic::kernels

@@ -1,0 +1,102 @@
+// Element-wise kernels: one thread per output element, f32 like the host kernels.
+#include "ops.cuh"
+#include "util.cuh"
+
+namespace hypic::kernels::cuda {
+namespace {
+
+__global__ void gather_rows_kernel(const float* table, int cols, const int32_t* ids, int n,
+                                   float* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(n) * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  out[i] = table[int64_t(ids[r]) * cols + c];
+}
+
+__global__ void swiglu_kernel(const float* gate_up, float* out, int rows, int width) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(rows) * width) return;
+  const int64_t r = i / width, c = i % width;
+  const float gate = gate_up[r * 2 * width + c];
+  const float up = gate_up[r * 2 * width + width + c];
+  out[i] = gate * sigmoidf_(gate) * up;
+}
+
+__global__ void sigmoid_gate_kernel(float* x, const float* gate, int rows, int cols,
+                                    int gate_ld) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(rows) * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  x[i] *= sigmoidf_(gate[r * gate_ld + c]);
+}
+
+__global__ void add_sigmoid_scaled_kernel(float* x, const float* y, const float* logit, int rows,
+                                          int cols) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(rows) * cols) return;
+  x[i] += sigmoidf_(logit[i / cols]) * y[i];
+}
+
+// torch.nn.functional.softplus with beta 1 and threshold 20 (linear above it).
+__device__ float softplusf_(float x) {
+  return x > 20.0f ? x : log1pf(expf(x));
+}
+
+__global__ void gdn_gates_kernel(const float* b, const float* a, int ld, const float* A_log,
+                                 const float* dt_bias, float* beta, float* g, int rows,
+                                 int heads) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(rows) * heads) return;
+  const int64_t r = i / heads;
+  const int h = int(i % heads);
+  beta[i] = sigmoidf_(b[r * ld + h]);
+  g[i] = -expf(A_log[h]) * softplusf_(a[r * ld + h] + dt_bias[h]);
+}
+
+}  // namespace
+
+void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols) {
+  if (rows == 0 || cols == 0) return;
+  check(cudaMemcpy2DAsync(dst, sizeof(float) * cols, src + offset, sizeof(float) * src_ld,
+                          sizeof(float) * cols, rows, cudaMemcpyDeviceToDevice, 0),
+        "cudaMemcpy2DAsync (copy_strided)");
+}
+
+void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out) {
+  const int64_t total = int64_t(n) * cols;
+  if (total == 0) return;
+  gather_rows_kernel<<<blocks_for(total), kThreads>>>(table, cols, ids, n, out);
+  check_launch("gather_rows");
+}
+
+void swiglu(const float* gate_up, float* out, int rows, int width) {
+  const int64_t total = int64_t(rows) * width;
+  if (total == 0) return;
+  swiglu_kernel<<<blocks_for(total), kThreads>>>(gate_up, out, rows, width);
+  check_launch("swiglu");
+}
+
+void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) {
+  const int64_t total = int64_t(rows) * cols;
+  if (total == 0) return;
+  sigmoid_gate_kernel<<<blocks_for(total), kThreads>>>(x, gate, rows, cols, gate_ld);
+  check_launch("sigmoid_gate");
+}
+
+void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols) {
+  const int64_t total = int64_t(rows) * cols;
+  if (total == 0) return;
+  add_sigmoid_scaled_kernel<<<blocks_for(total), kThreads>>>(x, y, logit, rows, cols);
+  check_launch("add_sigmoid_scaled");
+}
+
+void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
+               float* beta, float* g, int rows, int heads) {
+  const int64_t total = int64_t(rows) * heads;
+  if (total == 0) return;
+  gdn_gates_kernel<<<blocks_for(total), kThreads>>>(b, a, ld, A_log, dt_bias, beta, g, rows,
+                                                    heads);
+  check_launch("gdn_gates");
+}
+
+}  // namespace hypic::kernels::cuda

@@ -1,0 +1,181 @@
+// Mixture-of-experts bookkeeping on the device: routing (one block per token), grouping the
+// (token, slot) pairs by expert (a stable counting sort: count, scan, then one block per expert
+// writing its pairs in ascending order), and the gather / weighted scatter around the expert
+// products. The expert products themselves are cuBLAS GEMMs over each expert's rows.
+#include <stdexcept>
+
+#include "ops.cuh"
+#include "util.cuh"
+
+namespace hypic::kernels::cuda {
+namespace {
+
+// Block per token. Softmax over E, then k rounds of an argmax over the experts not yet taken
+// (ties: lower index), as the host's repeated scans. taken: E bytes of dynamic shared memory.
+__global__ void moe_route_kernel(const float* logits, int E, int k, bool norm_topk, int* experts,
+                                 float* weights) {
+  extern __shared__ unsigned char taken[];
+  __shared__ float red[32];
+  __shared__ float best_v[kThreads];
+  __shared__ int best_i[kThreads];
+  const float* lt = logits + int64_t(blockIdx.x) * E;
+  int* et = experts + int64_t(blockIdx.x) * k;
+  float* wt = weights + int64_t(blockIdx.x) * k;
+
+  float mx = -INFINITY;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    mx = fmaxf(mx, lt[e]);
+    taken[e] = 0;
+  }
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+  __syncthreads();
+  mx = red[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w) mx = fmaxf(mx, red[w]);
+  float part = 0.0f;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) part += expf(lt[e] - mx);
+  const float sum = block_sum(part, red);
+
+  float chosen_sum = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    int bi = -1;
+    float bv = 0.0f;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      if (!taken[e] && (bi < 0 || lt[e] > bv)) bi = e, bv = lt[e];  // e ascending per thread
+    best_v[threadIdx.x] = bv;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (threadIdx.x < stride) {
+        const int oi = best_i[threadIdx.x + stride];
+        const float ov = best_v[threadIdx.x + stride];
+        const int ci = best_i[threadIdx.x];
+        const float cv = best_v[threadIdx.x];
+        if (oi >= 0 && (ci < 0 || ov > cv || (ov == cv && oi < ci))) {
+          best_i[threadIdx.x] = oi;
+          best_v[threadIdx.x] = ov;
+        }
+      }
+      __syncthreads();
+    }
+    const int best = best_i[0];
+    const float w = expf(lt[best] - mx) / sum;
+    chosen_sum += w;
+    if (threadIdx.x == 0) {
+      taken[best] = 1;
+      et[j] = best;
+      wt[j] = w;
+    }
+    __syncthreads();
+  }
+  if (norm_topk && threadIdx.x == 0)
+    for (int j = 0; j < k; ++j) wt[j] /= chosen_sum;
+}
+
+// Block per expert: how many pairs chose it.
+__global__ void moe_count_kernel(const int* experts, int64_t pairs, int* count) {
+  __shared__ int total;
+  if (threadIdx.x == 0) total = 0;
+  __syncthreads();
+  int n = 0;
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) n += experts[i] == int(blockIdx.x);
+  atomicAdd(&total, n);
+  __syncthreads();
+  if (threadIdx.x == 0) count[blockIdx.x] = total;
+}
+
+// One thread: start = exclusive scan of count (E ≤ a few thousand).
+__global__ void moe_scan_kernel(const int* count, int E, int* start) {
+  int acc = 0;
+  for (int e = 0; e < E; ++e) {
+    start[e] = acc;
+    acc += count[e];
+  }
+  start[E] = acc;
+}
+
+// Block per expert: its pairs in ascending pair order, a tile of blockDim pairs at a time,
+// each tile's positions from a shared-memory prefix count.
+__global__ void moe_fill_kernel(const int* experts, int64_t pairs, const int* start,
+                                int* pair_ids) {
+  __shared__ int flag[kThreads];
+  int base = start[blockIdx.x];
+  for (int64_t t0 = 0; t0 < pairs; t0 += blockDim.x) {
+    const int64_t i = t0 + threadIdx.x;
+    const int mine = i < pairs && experts[i] == int(blockIdx.x);
+    flag[threadIdx.x] = mine;
+    __syncthreads();
+    // Inclusive scan (Hillis-Steele) of the flags.
+    for (int o = 1; o < int(blockDim.x); o *= 2) {
+      const int add = threadIdx.x >= unsigned(o) ? flag[threadIdx.x - o] : 0;
+      __syncthreads();
+      flag[threadIdx.x] += add;
+      __syncthreads();
+    }
+    if (mine) pair_ids[base + flag[threadIdx.x] - 1] = int(i);
+    const int tile_total = flag[blockDim.x - 1];
+    __syncthreads();
+    base += tile_total;
+  }
+}
+
+__global__ void moe_gather_kernel(const float* x, int hidden, const int* pair_ids, int n, int k,
+                                  float* xe) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(n) * hidden) return;
+  const int64_t r = i / hidden, c = i % hidden;
+  xe[i] = x[int64_t(pair_ids[r] / k) * hidden + c];
+}
+
+// A token appears at most once among one expert's pairs; the atomic keeps a caller's list that
+// mixes experts correct too.
+__global__ void moe_scatter_add_kernel(const float* ye, int hidden, const int* pair_ids, int n,
+                                       int k, const float* weights, float* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(n) * hidden) return;
+  const int64_t r = i / hidden, c = i % hidden;
+  const int p = pair_ids[r];
+  atomicAdd(out + int64_t(p / k) * hidden + c, weights[p] * ye[i]);
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
+               float* weights) {
+  if (k <= 0 || k > E || E > 4096)
+    throw std::invalid_argument("moe_route: need 0 < k <= E <= 4096");
+  if (T == 0) return;
+  moe_route_kernel<<<T, kThreads, E>>>(logits, E, k, norm_topk, experts, weights);
+  check_launch("moe_route");
+}
+
+void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids, int* work) {
+  if (E <= 0) return;
+  const int64_t pairs = int64_t(T) * k;
+  moe_count_kernel<<<E, kThreads>>>(experts, pairs, work);
+  check_launch("moe_group count");
+  moe_scan_kernel<<<1, 1>>>(work, E, start);
+  check_launch("moe_group scan");
+  if (pairs == 0) return;
+  moe_fill_kernel<<<E, kThreads>>>(experts, pairs, start, pair_ids);
+  check_launch("moe_group fill");
+}
+
+void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe) {
+  const int64_t total = int64_t(n) * hidden;
+  if (total == 0) return;
+  moe_gather_kernel<<<blocks_for(total), kThreads>>>(x, hidden, pair_ids, n, k, xe);
+  check_launch("moe_gather");
+}
+
+void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
+                     const float* weights, float* out) {
+  const int64_t total = int64_t(n) * hidden;
+  if (total == 0) return;
+  moe_scatter_add_kernel<<<blocks_for(total), kThreads>>>(ye, hidden, pair_ids, n, k, weights,
+                                                          out);
+  check_launch("moe_scatter_add");
+}
+
+}  // namespace hypic::kernels::cuda
