@@ -11,8 +11,8 @@
 
 namespace hypic::kernels::cuda {
 namespace {
-constexpr int kQ = 16;         // queries per block
-constexpr int kK = 32;         // keys per tile
+constexpr int kQ = 16;  // queries per block
+constexpr int kK = 32;  // keys per tile
 constexpr int kAttnThreads = 128;
 
 size_t shared_bytes(int hd) {

@@ -22,8 +22,7 @@ __global__ void swiglu_kernel(const float* gate_up, float* out, int rows, int wi
   out[i] = gate * sigmoidf_(gate) * up;
 }
 
-__global__ void sigmoid_gate_kernel(float* x, const float* gate, int rows, int cols,
-                                    int gate_ld) {
+__global__ void sigmoid_gate_kernel(float* x, const float* gate, int rows, int cols, int gate_ld) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(rows) * cols) return;
   const int64_t r = i / cols, c = i % cols;
@@ -43,8 +42,7 @@ __device__ float softplusf_(float x) {
 }
 
 __global__ void gdn_gates_kernel(const float* b, const float* a, int ld, const float* A_log,
-                                 const float* dt_bias, float* beta, float* g, int rows,
-                                 int heads) {
+                                 const float* dt_bias, float* beta, float* g, int rows, int heads) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(rows) * heads) return;
   const int64_t r = i / heads;
@@ -94,8 +92,7 @@ void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const
                float* beta, float* g, int rows, int heads) {
   const int64_t total = int64_t(rows) * heads;
   if (total == 0) return;
-  gdn_gates_kernel<<<blocks_for(total), kThreads>>>(b, a, ld, A_log, dt_bias, beta, g, rows,
-                                                    heads);
+  gdn_gates_kernel<<<blocks_for(total), kThreads>>>(b, a, ld, A_log, dt_bias, beta, g, rows, heads);
   check_launch("gdn_gates");
 }
 

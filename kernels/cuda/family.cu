@@ -24,9 +24,9 @@ __device__ float fexp(float x) {
 
 // C[i, j] = alpha · Σ_p A(i, p) B(p, j) + beta · C[i, j] with A(i, p) = A[i·ars + p·acs] and
 // B(p, j) = B[p·brs + j·bcs]; beta = 0 ignores what C held. Ends with a block barrier.
-__device__ void block_mm(int m, int n, int k, float alpha, const float* A, int64_t ars,
-                         int64_t acs, const float* B, int64_t brs, int64_t bcs, float beta,
-                         float* C, int64_t ldc) {
+__device__ void block_mm(int m, int n, int k, float alpha, const float* A, int64_t ars, int64_t acs,
+                         const float* B, int64_t brs, int64_t bcs, float beta, float* C,
+                         int64_t ldc) {
   for (int idx = threadIdx.x; idx < m * n; idx += blockDim.x) {
     const int i = idx / n, j = idx % n;
     float acc = 0.0f;
@@ -42,9 +42,9 @@ struct FamilyArgs {
   bool delta;
   int T, Hk, Hv, dk, dv, L;
   const float *q, *k, *v, *g, *beta;
-  float *state, *out, *trans;      // trans: natural structure per head, or null
-  float *lr_d, *lr_x, *lr_y;       // low-rank export (single chunk), or null
-  float* scratch;                  // per head: scratch_floats(L, dk, dv)
+  float *state, *out, *trans;  // trans: natural structure per head, or null
+  float *lr_d, *lr_x, *lr_y;   // low-rank export (single chunk), or null
+  float* scratch;              // per head: scratch_floats(L, dk, dv)
 };
 
 __host__ __device__ inline int64_t scratch_floats(int L, int dk, int dv) {
@@ -284,8 +284,8 @@ void check_inputs(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& 
     throw std::invalid_argument("linear family: delta member needs beta");
 }
 
-FamilyArgs make_args(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
-                     float* state, float* out) {
+FamilyArgs make_args(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
+                     float* out) {
   FamilyArgs a{};
   a.decay = s.decay == Decay::None ? 0 : s.decay == Decay::Scalar ? 1 : 2;
   a.delta = s.delta;

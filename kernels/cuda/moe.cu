@@ -173,8 +173,7 @@ void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, in
                      const float* weights, float* out) {
   const int64_t total = int64_t(n) * hidden;
   if (total == 0) return;
-  moe_scatter_add_kernel<<<blocks_for(total), kThreads>>>(ye, hidden, pair_ids, n, k, weights,
-                                                          out);
+  moe_scatter_add_kernel<<<blocks_for(total), kThreads>>>(ye, hidden, pair_ids, n, k, weights, out);
   check_launch("moe_scatter_add");
 }
 

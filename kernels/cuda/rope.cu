@@ -73,8 +73,7 @@ void check_rope(const RopeDims& d) {
 }
 
 // cos/sin of pos · θ^(−2i/rot) in double, as rotary_rotate (linear_family.cpp) forms them.
-void rotary_tables(const Rotary& r, int64_t pos, std::vector<double>& cs,
-                   std::vector<double>& sn) {
+void rotary_tables(const Rotary& r, int64_t pos, std::vector<double>& cs, std::vector<double>& sn) {
   const int half = r.rotary_dim / 2;
   cs.resize(half);
   sn.resize(half);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
@@ -22,7 +23,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 }
 
 struct ForwardArgs {
-  std::string model, json;
+  std::string model, json, device;
   bench::ForwardOptions options;
 };
 
@@ -33,8 +34,13 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
   const double t = r.prefill_seconds_median;
   std::printf("BLAS: %s, kernel %s, %d thread(s)%s%s\n", b.library.c_str(), b.kernel.c_str(),
               b.threads, b.note.empty() ? "" : "; ", b.note.c_str());
-  std::printf("sgemm %d^3 (same process, same threads): %.1f GFLOP/s\n", a.options.sgemm_n,
-              r.sgemm_gflops);
+  if (r.device == "cpu")
+    std::printf("sgemm %d^3 (same process, same threads): %.1f GFLOP/s\n", a.options.sgemm_n,
+                r.sgemm_gflops);
+  else
+    std::printf(
+        "on the GPU: cuBLAS sgemm %.1f GFLOP/s, bf16 GEMM (f32 accumulation) %.1f GFLOP/s\n",
+        r.sgemm_gflops, r.bf16_gemm_gflops);
   std::printf("model: %s, %d layers, %.1f M parameters (f32 %.0f MiB)\n",
               model::arch_name(cfg.arch), cfg.num_hidden_layers, r.parameter_count / 1e6,
               r.weights_bytes / 1048576);
@@ -45,6 +51,9 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
       "attention %.2f, delta rule %.2f)\n",
       r.achieved_gflops, 100.0 * r.fraction_of_sgemm, r.flops.total() / 1e12,
       r.flops.projections / 1e12, r.flops.attention / 1e12, r.flops.delta_rule / 1e12);
+  if (r.bf16_gemm_gflops > 0)
+    std::printf("achieved = %.0f %% of the bf16 GEMM rate\n",
+                100.0 * r.achieved_gflops / r.bf16_gemm_gflops);
   std::printf("peak memory %.0f MiB = %.2f x (weights + caches %.0f MiB)\n", peak / 1048576,
               peak / total_bytes, total_bytes / 1048576);
   std::printf("time by part (first timed run, %% of %.3f s):", r.parts_total);
@@ -65,7 +74,9 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
           {"tokens_per_second", r.tokens_per_second},
           {"flops_counted", r.flops.total()},
           {"achieved_gflops", r.achieved_gflops},
+          {"device", r.device},
           {"sgemm_gflops", r.sgemm_gflops},
+          {"bf16_gemm_gflops", r.bf16_gemm_gflops},
           {"fraction_of_sgemm", r.fraction_of_sgemm},
           {"peak_rss_bytes", peak},
           {"weights_bytes", r.weights_bytes},
@@ -86,7 +97,11 @@ void add_bench_forward(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--seed", a->options.seed, "seed of the random prompt")->capture_default_str();
   sub->add_option("--json", a->json, "write the figures to this JSON file");
+  add_device_option(sub, a->device);
   on_run(sub, [a] {
+    const DeviceChoice device = choose_device(a->device);
+    print_device(device);
+    a->options.backend = device.backend;
     const bench::ForwardResult r = bench::run_forward(a->model, a->options);
     const double peak = double(peak_rss_bytes());
     print_forward(*a, r, peak);

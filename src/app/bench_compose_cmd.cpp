@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "bench/compose.hpp"
 #include "model/presets.hpp"
@@ -64,7 +65,7 @@ void add_bench_compose(CLI::App& bench) {
       "compose", "Cost of building and applying linear-layer segment summaries (Gated DeltaNet)");
   struct Args {
     bench::ComposeOptions options;
-    std::string json;
+    std::string json, device;
   };
   auto a = std::make_shared<Args>();
   bench::ComposeOptions& o = a->options;
@@ -75,7 +76,9 @@ void add_bench_compose(CLI::App& bench) {
   sub->add_option("--head-dim", o.head_dim, "key and value head dim")->capture_default_str();
   sub->add_option("--reps", o.reps, "timed repetitions (median)")->capture_default_str();
   sub->add_option("--json", a->json, "write the figures to this JSON file");
+  add_device_option(sub, a->device);
   on_run(sub, [a] {
+    print_device(choose_device(a->device, /*device_path=*/false));  // the host kernels' costs
     // One linear layer of Qwen3-Next / Qwen3.5 proportions (defaults: Qwen3-Next-80B's).
     a->options.base = model::preset_config(model::parse_arch("qwen3_5"), "tiny");
     const bench::ComposeResult r = bench::run_compose(a->options);

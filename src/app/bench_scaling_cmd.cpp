@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "bench/scaling.hpp"
 #include "cluster/world.hpp"
@@ -19,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 struct ScalingArgs {
-  std::string arch = "qwen3_5", preset = "small", json, junction = "8";
+  std::string arch = "qwen3_5", preset = "small", json, junction = "8", device;
   int ranks = 0;
   bench::ScalingOptions options;
 };
@@ -107,12 +108,14 @@ json scaling_json(const ScalingArgs& a, const bench::ScalingResult& r) {
 }
 
 int run_bench_scaling(ScalingArgs& a) {
+  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   a.options.junction = pic::JunctionSpec::parse(a.junction);
   a.options.model = model::preset_config(model::parse_arch(a.arch), a.preset);
   const bench::ScalingResult r = bench::run_scaling(comm.get(), a.options, reporter(a));
   if (!r.root) return 0;
+  print_device(device);
   print_table(r);
   if (!a.json.empty()) {
     write_text_file(a.json, scaling_json(a, r).dump(2) + "\n");
@@ -146,6 +149,7 @@ void add_bench_scaling(CLI::App& bench) {
       ->capture_default_str()
       ->check(non_negative_count());
   sub->add_option("--json", a->json, "also write the numbers as JSON");
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_bench_scaling(*a); });
 }
 

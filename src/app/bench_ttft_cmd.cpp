@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "app/pic_report.hpp"
 #include "bench/ttft.hpp"
@@ -22,7 +23,7 @@ using nlohmann::json;
 
 struct TtftArgs {
   std::string arch = "qwen3_5", preset = "small", json, modes = "full,prefix,pic,pic-addition";
-  std::string junction = "8";
+  std::string junction = "8", device;
   bench::TtftOptions options;  // the other flags, as given
 };
 
@@ -109,6 +110,7 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
                const std::map<std::string, RunSummary>& summaries) {
   const bench::TtftOptions& o = a.options;
   json j = {{"bench", "ttft"},
+            {"device", choose_device(a.device, /*device_path=*/false).name},
             {"arch", a.arch},
             {"preset", a.preset},
             {"segments", o.segments},
@@ -131,6 +133,7 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
 }
 
 int run_bench_ttft(TtftArgs& a) {
+  print_device(choose_device(a.device, /*device_path=*/false));
   bench::TtftOptions& o = a.options;
   o.junction = pic::JunctionSpec::parse(a.junction);
   o.modes = split(a.modes);
@@ -172,6 +175,7 @@ void add_bench_ttft(CLI::App& bench) {
   sub->add_option("--store", o.store, "keep the warmed store at this path (default: temporary)");
   sub->add_option("--seed", o.seed, "seed of weights and trace")->capture_default_str();
   sub->add_option("--json", a->json, "write the figures to this JSON file");
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_bench_ttft(*a); });
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/pic_inputs.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/messages.hpp"
@@ -28,7 +29,7 @@ namespace hypic::app {
 namespace {
 
 struct ChatArgs {
-  std::string model, store, mode = "pic", junction = "8", dtype = "bf16";
+  std::string model, store, mode = "pic", junction = "8", dtype = "bf16", device;
   int max_new_tokens = 32;
   double memory_budget_mib = 1024;
   int ranks = 0;
@@ -36,9 +37,11 @@ struct ChatArgs {
 
 int run_chat(const ChatArgs& a) {
   HYPIC_REQUIRE(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
+  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.rank == 0) print_device(device);
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
                           // in the session needs nothing here
@@ -108,6 +111,7 @@ void add_chat_command(CLI::App& app) {
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_chat(*a); });
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
@@ -41,7 +42,8 @@ using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
   std::string model, dataset, input, modes = "full,prefix,pic,pic-addition", out, junction = "8",
-                                     store, templates = eval::kDefaultTemplatesPath, dtype = "bf16";
+                                     store, templates = eval::kDefaultTemplatesPath, dtype = "bf16",
+                                     device;
   size_t limit = 0;
   int max_new_tokens = 0;  // 0: the template's max_answer_tokens
   double memory_budget_mib = 1024;
@@ -229,9 +231,11 @@ void report(const EvalRun& run, const std::vector<eval::ModeScorer>& scores,
 int run_eval(const EvalArgs& a) {
   // Everything cheap is checked before the model is loaded.
   EvalRun run(a);
+  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.rank == 0) print_device(device);
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   if (world.rank != 0) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
@@ -290,6 +294,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_eval(*a); });
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
@@ -15,15 +16,21 @@ void add_forward_command(CLI::App& app) {
       "Prefill token ids and write the logits [tokens, vocab] as float32 dataset 'logits'");
   struct Args {
     std::string model, input_ids, out;
+    std::string device;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "Hugging Face model folder")->required();
   sub->add_option("--input-ids", args->input_ids, "JSON list of token ids")->required();
   sub->add_option("--out", args->out, "output HDF5 file")->required();
+  add_device_option(sub, args->device);
   on_run(sub, [args] {
+    const DeviceChoice device = choose_device(args->device);
+    print_device(device);
     auto loaded = model::load_checkpoint(args->model);
     const auto ids = read_token_ids(args->input_ids, loaded.config.vocab_size);
-    model::Model net(std::move(loaded.config), std::move(loaded.weights));
+    model::Model net(std::move(loaded.config),
+                     model::to_backend(std::move(loaded.weights), *device.backend),
+                     *device.backend);
     auto cache = net.new_cache();
     const Tensor logits = net.prefill(ids, cache, model::LogitsMode::All);
     h5::write_f32_dataset(

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
@@ -16,6 +17,7 @@ void add_generate_command(CLI::App& app) {
       app.add_subcommand("generate", "Greedy generation from token ids (prints the new ids)");
   struct Args {
     std::string model, input_ids;
+    std::string device;
     int max_new_tokens = 16;
   };
   auto args = std::make_shared<Args>();
@@ -24,10 +26,15 @@ void add_generate_command(CLI::App& app) {
       ->required();
   sub->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate")
       ->check(CLI::Range(1, 1 << 20));
+  add_device_option(sub, args->device);
   on_run(sub, [args] {
+    const DeviceChoice device = choose_device(args->device);
+    print_device(device);
     auto loaded = model::load_checkpoint(args->model);
     const auto ids = read_token_ids(args->input_ids, loaded.config.vocab_size);
-    model::Model net(std::move(loaded.config), std::move(loaded.weights));
+    model::Model net(std::move(loaded.config),
+                     model::to_backend(std::move(loaded.weights), *device.backend),
+                     *device.backend);
     auto cache = net.new_cache();
 
     using Clock = std::chrono::steady_clock;

@@ -111,6 +111,7 @@ json RunSummary::metrics_json() const {
     decode_s += r.times.decode;
   }
   json m = {{"mode", pic::mode_name(mode_)},
+            {"device", device},
             {"junction", junction_.to_string()},
             {"memory_budget_mib", budget_ / 1048576.0},
             {"queries", results_.size()},

@@ -35,6 +35,7 @@ class RunSummary {
   std::string one_line() const;
   std::vector<double> ttft_ms() const;
 
+  std::string device = "cpu";  // where the forward pass ran (--device)
   int skipped_lines = 0;
   double wall_seconds = 0;
   size_t memory_bytes = 0;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/io_util.hpp"
 #include "app/pic_inputs.hpp"
 #include "app/pic_report.hpp"
@@ -29,7 +30,7 @@ using nlohmann::json;
 
 struct ServeArgs {
   std::string model, store, queries, corpus, mode = "pic", out, junction = "8",
-                                             on_bad_line = "fail", dtype = "bf16";
+                                             on_bad_line = "fail", dtype = "bf16", device;
   double memory_budget_mib = 1024;
   int max_new_tokens = 16;
   int ranks = 0;
@@ -108,9 +109,11 @@ int run_serve(const ServeArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
   HYPIC_REQUIRE(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
+  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.rank == 0) print_device(device);
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
@@ -187,6 +190,7 @@ void add_serve_command(CLI::App& app) {
       ->check(non_negative_count());
   sub->add_flag("--compare-full", a->compare_full,
                 "also run full recompute and record agreement, KL and hidden-state error");
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_serve(*a); });
 }
 

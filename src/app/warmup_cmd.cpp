@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/device_option.hpp"
 #include "app/pic_inputs.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
@@ -20,7 +21,7 @@
 namespace hypic::app {
 namespace {
 struct WarmupArgs {
-  std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail";
+  std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail", device;
   int ranks = 0;
   bool sync = false;
   bool repair = false;
@@ -54,9 +55,11 @@ void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string&
 }
 
 int run_warmup(const WarmupArgs& a) {
+  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
+  if (world.rank == 0) print_device(device);
   kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
@@ -133,6 +136,7 @@ void add_warmup_command(CLI::App& app) {
       ->capture_default_str()
       ->check(non_negative_count());
   sub->add_flag("--sync", a->sync, "fsync after every entry (survives power loss)");
+  add_device_option(sub, a->device);
   on_run(sub, [a] { return run_warmup(*a); });
 }
 

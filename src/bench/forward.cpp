@@ -1,26 +1,75 @@
 #include "bench/forward.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <utility>
 
 #include "bench/blas.hpp"
 #include "bench/timing.hpp"
 #include "hypic/error.hpp"
+#include "hypic/kernels/device.hpp"
+#include "hypic/tensor.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
 
 namespace hypic::bench {
+namespace {
+
+// GFLOP/s of n×n×n products on a device backend: cuBLAS sgemm, or bf16 inputs with f32
+// accumulation (tensor cores). Median of `reps` after one warm-up; the device is synchronised
+// around each product.
+double device_gemm_gflops(const kernels::Backend& be, int n, int reps, bool bf16) {
+  HYPIC_REQUIRE(n > 0 && reps > 0, "gemm benchmark: the size and the repetitions must be positive");
+  const size_t nn = size_t(n) * n;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> host(nn);
+  for (auto& x : host) x = u(rng);
+  const Tensor a32 = Tensor::from_vector({int64_t(nn)}, host).to(be.device(), &be);
+  Tensor a16({int64_t(nn)}, DType::BF16, Device::Host);
+  auto* p = static_cast<uint16_t*>(a16.raw());
+  for (size_t i = 0; i < nn; ++i) {  // truncation to bf16 is enough for a rate
+    uint32_t bits;
+    std::memcpy(&bits, &host[i], sizeof(bits));
+    p[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  const Tensor b16 = a16.to(be.device(), &be);
+  Tensor c({int64_t(nn)}, DType::F32, be.device(), &be);
+  auto run = [&] {
+    if (bf16)
+      kernels::cuda::gemm_bf16(false, true, n, n, n, 1.0f, static_cast<const uint16_t*>(b16.raw()),
+                               n, static_cast<const uint16_t*>(b16.raw()), n, 0.0f,
+                               static_cast<float*>(c.raw()), n);
+    else
+      be.gemm(false, true, n, n, n, 1.0f, static_cast<const float*>(a32.raw()), n,
+              static_cast<const float*>(a32.raw()), n, 0.0f, static_cast<float*>(c.raw()), n);
+    be.synchronize();
+  };
+  return 2.0 * n * double(n) * n / median_seconds(reps, run) / 1e9;
+}
+
+}  // namespace
 
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o) {
   HYPIC_REQUIRE(o.tokens > 0 && o.reps > 0, "--tokens and --reps must be positive");
   ForwardResult r;
   r.blas = kernels::blas_info();
-  r.sgemm_gflops = measure_sgemm_gflops(o.sgemm_n, o.sgemm_reps);
+  const kernels::Backend& be = o.backend != nullptr ? *o.backend : kernels::host_backend();
+  if (be.device() == Device::Host) {
+    r.sgemm_gflops = measure_sgemm_gflops(o.sgemm_n, o.sgemm_reps);
+  } else {
+    r.device = "cuda";
+    const int n = std::max(o.sgemm_n, 4096);  // large enough to fill a GPU
+    r.sgemm_gflops = device_gemm_gflops(be, n, o.sgemm_reps, false);
+    r.bf16_gemm_gflops = device_gemm_gflops(be, n, o.sgemm_reps, true);
+  }
 
   auto loaded = model::load_checkpoint(model_dir);
   r.config = loaded.config;
   const model::ModelConfig& cfg = r.config;
-  model::Model net(std::move(loaded.config), std::move(loaded.weights));
+  model::Model net(std::move(loaded.config), model::to_backend(std::move(loaded.weights), be), be);
   r.weights_bytes = double(net.weights().bytes());
   r.parameter_count = double(net.weights().parameter_count());
 

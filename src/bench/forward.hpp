@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "model/config.hpp"
 #include "model/flops.hpp"
@@ -17,13 +18,18 @@ struct ForwardOptions {
   int seed = 0;        // seed of the random prompt
   int sgemm_n = 2048;  // the sgemm reference: n x n x n products, median of sgemm_reps
   int sgemm_reps = 5;
+  // Where the prefill runs (null: the host). On a device backend the reference rates are the
+  // device's: cuBLAS sgemm and bf16 GEMM (f32 accumulation) of the same size.
+  const kernels::Backend* backend = nullptr;
 };
 
 struct ForwardResult {
   model::ModelConfig config;  // of the model loaded
   double parameter_count = 0;
   kernels::BlasInfo blas;
-  double sgemm_gflops = 0;
+  double sgemm_gflops = 0;              // host BLAS, or cuBLAS sgemm on a device backend
+  double bf16_gemm_gflops = 0;          // cuBLAS bf16 GEMM on a device backend (0 on the host)
+  std::string device = "cpu";           // "cpu" or "cuda"
   std::vector<double> prefill_seconds;  // one per timed run
   double prefill_seconds_median = 0;
   double tokens_per_second = 0;

@@ -1,14 +1,40 @@
 #include "model/cache.hpp"
 
+#include <utility>
+#include <vector>
+
 namespace hypic::model {
-void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T) {
+namespace {
+// dst ← [src ; rows] in device memory (one new allocation, two copies within the device).
+void append_device(Tensor& t, const float* rows, int64_t n, const Allocator& device) {
+  std::vector<int64_t> shape = t.shape();
+  const size_t old_bytes = t.bytes();
+  shape[0] += n;
+  Tensor grown(shape, DType::F32, t.device(), &device);
+  if (old_bytes > 0) device.copy_within(grown.raw(), t.raw(), old_bytes);
+  if (n > 0)
+    device.copy_within(static_cast<char*>(grown.raw()) + old_bytes, rows,
+                       grown.bytes() - old_bytes);
+  t = std::move(grown);
+}
+}  // namespace
+
+void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T,
+                           const Allocator* device) {
   HYPIC_REQUIRE(kind == LayerKind::FullAttention, "append_kv on a linear-attention layer cache");
   HYPIC_REQUIRE(k.rank() == 3 && v.rank() == 3, "attention cache K/V must be [n, Hkv, hd]");
-  k.append_rows(k_rows, T);  // amortised growth for decode steps
-  v.append_rows(v_rows, T);
+  if (k.device() == Device::Host) {
+    k.append_rows(k_rows, T);  // amortised growth for decode steps
+    v.append_rows(v_rows, T);
+    return;
+  }
+  HYPIC_REQUIRE(device != nullptr && device->device() == k.device(),
+                "append_kv on a device cache needs that device's allocator");
+  append_device(k, k_rows, T, *device);
+  append_device(v, v_rows, T, *device);
 }
 
-InferenceCache InferenceCache::empty(const ModelConfig& cfg) {
+InferenceCache InferenceCache::empty(const ModelConfig& cfg, const Allocator* device) {
   InferenceCache cache;
   cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
@@ -22,6 +48,9 @@ InferenceCache InferenceCache::empty(const ModelConfig& cfg) {
       lc.k = Tensor({0, cfg.num_key_value_heads, cfg.head_dim});
       lc.v = Tensor({0, cfg.num_key_value_heads, cfg.head_dim});
     }
+    if (device != nullptr && device->device() != Device::Host)  // zeros copied up once
+      for (Tensor* t : {&lc.state, &lc.conv, &lc.k, &lc.v})
+        if (t->rank() > 0) *t = t->to(device->device(), device);  // a default tensor stays
   }
   return cache;
 }

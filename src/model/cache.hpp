@@ -28,16 +28,20 @@ struct LayerCache {
   Tensor v;  // [n, Hkv, hd] as projected
 
   int64_t kv_tokens() const { return k.empty() ? 0 : k.dim(0); }
-  // Appends T rows (of Hkv·hd floats each) to k and v.
-  void append_kv(const float* k_rows, const float* v_rows, int64_t T);
+  // Appends T rows (of Hkv·hd floats each) to k and v. Host caches grow in place (amortised);
+  // a cache in device memory is re-allocated one size up through `device` (its allocator)
+  // and the rows copied within device memory.
+  void append_kv(const float* k_rows, const float* v_rows, int64_t T,
+                 const Allocator* device = nullptr);
 };
 
 struct InferenceCache {
   std::vector<LayerCache> layers;
   int64_t n_tokens = 0;  // tokens the caches summarise; the next token's position
 
-  // Zero states and empty K/V for every layer of the model: the cache of an empty prefix.
-  static InferenceCache empty(const ModelConfig& cfg);
+  // Zero states and empty K/V for every layer of the model: the cache of an empty prefix. In
+  // host memory, or in the memory of `device` (a backend) when given.
+  static InferenceCache empty(const ModelConfig& cfg, const Allocator* device = nullptr);
   size_t bytes() const;
 };
 

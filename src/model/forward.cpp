@@ -30,6 +30,7 @@ Model::Model(ModelConfig cfg, ModelWeights weights, const kernels::Backend& back
                 std::string("the model's weights are in ") + device_name(weights_.embed.device()) +
                     " memory but the " + backend.name() + " backend computes in " +
                     device_name(backend.device()) + " memory");
+  if (backend.device() != Device::Host) ws_.use_device(backend_);
 }
 
 void Model::set_max_block_tokens(int n) {
@@ -46,17 +47,22 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const kernels::Backend& be = *backend_;
   const size_t n = static_cast<size_t>(T) * hidden;
-  if (residual_.size() < n) residual_.resize(n);
-  if (normed_.size() < n) normed_.resize(n);
-  float* h = residual_.data();
-  float* xn = normed_.data();
+  const bool on_host = be.device() == Device::Host;
+  float* h = ws_.floats(Workspace::kX, n);  // the residual stream
+  float* xn = ws_.floats(Workspace::kY, n);
 
   auto t0 = std::chrono::steady_clock::now();
   for (int t = 0; t < T; ++t)
     HYPIC_REQUIRE(tokens[t] >= 0 && tokens[t] < vocab, "token id " + std::to_string(tokens[t]) +
                                                            " outside the vocabulary [0, " +
                                                            std::to_string(vocab) + ")");
-  be.gather_rows(weights_.embed.data(), hidden, tokens, T, h);
+  const int32_t* ids = tokens;
+  if (!on_host) {  // the lookup reads the ids in device memory
+    int32_t* dev_ids = ws_.token_ids(static_cast<size_t>(T));
+    be.copy_from_host(dev_ids, tokens, sizeof(int32_t) * static_cast<size_t>(T));
+    ids = dev_ids;
+  }
+  be.gather_rows(f32(weights_.embed), hidden, ids, T, h);
   ws_.times.embed_norms += seconds_since(t0);
   capture(h, T);
 
@@ -65,7 +71,7 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, lw.input_norm.data(), xn, T, hidden, eps);
+    be.rms_norm_zero_centred(h, f32(lw.input_norm), xn, T, hidden, eps);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.kind == LayerKind::Linear)
       gdn_layer(be, cfg_, lw.linear, xn, h, T, lc, ws_);
@@ -73,7 +79,7 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
       attention_layer(be, cfg_, lw.attn, xn, h, T, pos0, lc, ws_);
 
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, lw.post_attn_norm.data(), xn, T, hidden, eps);
+    be.rms_norm_zero_centred(h, f32(lw.post_attn_norm), xn, T, hidden, eps);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
       moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
@@ -90,11 +96,14 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
   if (logit_rows == 0) return;
   t0 = std::chrono::steady_clock::now();
   const int first = T - logit_rows;
-  be.rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden, weights_.final_norm.data(), xn,
+  be.rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden, f32(weights_.final_norm), xn,
                            logit_rows, hidden, eps);
   ws_.times.embed_norms += seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  be.linear(xn, weights_.output_matrix().data(), logits, logit_rows, vocab, hidden, false);
+  const size_t logit_floats = static_cast<size_t>(logit_rows) * vocab;
+  float* dev_logits = on_host ? logits : ws_.floats(Workspace::kZ, logit_floats);
+  be.linear(xn, f32(weights_.output_matrix()), dev_logits, logit_rows, vocab, hidden, false);
+  if (!on_host) be.copy_to_host(logits, dev_logits, sizeof(float) * logit_floats);
   ws_.times.lm_head += seconds_since(t0);
 }
 
@@ -109,6 +118,13 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   HYPIC_REQUIRE(!tokens.empty(), "prefill needs at least one token");
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
+  for (const LayerCache& lc : cache.layers) {
+    const Tensor& t = lc.kind == LayerKind::Linear ? lc.state : lc.k;
+    HYPIC_REQUIRE(t.device() == backend_->device(),
+                  std::string("the inference cache is in ") + device_name(t.device()) +
+                      " memory but the model computes in " + device_name(backend_->device()) +
+                      " memory (make it with Model::new_cache())");
+  }
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t vocab = cfg_.vocab_size;
   Tensor logits({mode == LogitsMode::All ? T : mode == LogitsMode::Last ? 1 : 0, vocab});

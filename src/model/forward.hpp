@@ -28,7 +28,10 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return weights_; }
   const kernels::Backend& backend() const { return *backend_; }
-  InferenceCache new_cache() const { return InferenceCache::empty(cfg_); }
+  // A cache in the backend's memory (zeros, no tokens).
+  InferenceCache new_cache() const {
+    return InferenceCache::empty(cfg_, backend_->device() == Device::Host ? nullptr : backend_);
+  }
 
   // Runs `tokens` through every layer at positions cache.n_tokens … and advances the cache.
   // Returns logits [tokens, vocab] (All) or [1, vocab] (Last). Long inputs are processed in
@@ -63,7 +66,7 @@ class Model {
   ModelWeights weights_;
   const kernels::Backend* backend_;
   Workspace ws_;
-  std::vector<float> residual_, normed_, last_hidden_;
+  std::vector<float> last_hidden_;
   int max_block_ = 2048;
   std::vector<Tensor>* capture_ = nullptr;
 };

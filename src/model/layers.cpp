@@ -2,8 +2,11 @@
 // call per op and block: large products with all T tokens at once, the rest over the block).
 #include "model/layers.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace hypic::model {
 namespace {
@@ -30,9 +33,9 @@ void swiglu_mlp(const kernels::Backend& be, const MlpWeights& w, const float* x,
   const int width = static_cast<int>(w.down.dim(1));
   float* gate_up = ws.floats(Workspace::kG, static_cast<size_t>(T) * 2 * width);
   float* act = ws.floats(Workspace::kH, static_cast<size_t>(T) * width);
-  be.linear(x, w.gate_up.data(), gate_up, T, 2 * width, hidden, false);
+  be.linear(x, f32(w.gate_up), gate_up, T, 2 * width, hidden, false);
   be.swiglu(gate_up, act, T, width);
-  be.linear(act, w.down.data(), y, T, hidden, width, accumulate);
+  be.linear(act, f32(w.down), y, T, hidden, width, accumulate);
 }
 }  // namespace
 
@@ -42,14 +45,32 @@ double ForwardTimes::total() const {
 }
 
 float* Workspace::floats(Slot slot, size_t n) {
+  if (device_ != nullptr)
+    return static_cast<float*>(device_buffer(device_floats_[slot], DType::F32, n));
   std::vector<float>& b = buffers_[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
 }
 
 int* Workspace::ints(size_t n) {
+  if (device_ != nullptr) return static_cast<int*>(device_buffer(device_ints_, DType::I32, n));
   if (ints_.size() < n) ints_.resize(n);
   return ints_.data();
+}
+
+int32_t* Workspace::token_ids(size_t n) {
+  if (device_ != nullptr) return static_cast<int32_t*>(device_buffer(device_ids_, DType::I32, n));
+  if (ids_.size() < n) ids_.resize(n);
+  return ids_.data();
+}
+
+void* Workspace::device_buffer(Tensor& t, DType dtype, size_t n) {
+  if (t.rank() == 0 || static_cast<size_t>(t.numel()) < n) {
+    Tensor grown({static_cast<int64_t>(std::max<size_t>(n, 1))}, dtype, device_->device(), device_);
+    if (t.rank() > 0 && t.bytes() > 0) device_->copy_within(grown.raw(), t.raw(), t.bytes());
+    t = std::move(grown);
+  }
+  return t.raw();
 }
 
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
@@ -67,7 +88,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   float* mixed = ws.floats(Workspace::kA, rows * conv_dim);
   float* z = ws.floats(Workspace::kF, rows * value_dim);
   float* gates = ws.floats(Workspace::kG, rows * 4 * Hv);  // b|a, then beta, then g
-  const float* wp = w.in_proj.data();
+  const float* wp = f32(w.in_proj);
   be.linear(x, wp, mixed, T, conv_dim, hidden, false);
   be.linear(x, wp + static_cast<size_t>(conv_dim) * hidden, z, T, value_dim, hidden, false);
   be.linear(x, wp + static_cast<size_t>(conv_dim + value_dim) * hidden, gates, T, 2 * Hv, hidden,
@@ -75,7 +96,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   lap.to(ws.times.gdn_proj);
 
   float* conv_out = ws.floats(Workspace::kB, rows * conv_dim);
-  be.causal_conv1d_silu(mixed, w.conv1d.data(), cache.conv.data(), conv_out, T, conv_dim, K);
+  be.causal_conv1d_silu(mixed, f32(w.conv1d), f32(cache.conv), conv_out, T, conv_dim, K);
   lap.to(ws.times.gdn_conv);
   float* q = ws.floats(Workspace::kC, rows * key_dim);
   float* k = ws.floats(Workspace::kD, rows * key_dim);
@@ -87,7 +108,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   be.l2_normalize_rows(k, T * Hk, dk, 1e-6f, 1.0f);
   float* beta = gates + rows * 2 * Hv;
   float* g = beta + rows * Hv;
-  be.gdn_gates(gates, gates + Hv, 2 * Hv, w.A_log.data(), w.dt_bias.data(), beta, g, T, Hv);
+  be.gdn_gates(gates, gates + Hv, 2 * Hv, f32(w.A_log), f32(w.dt_bias), beta, g, T, Hv);
   lap.to(ws.times.gdn_prep);
 
   float* core = ws.floats(Workspace::kH, rows * value_dim);
@@ -97,27 +118,29 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   if (cache.capture_transition) {
     const size_t tsize = static_cast<size_t>(Hv) * dk * dk;
     float* block_t = ws.floats(Workspace::kI, tsize);
-    be.family_chunked(spec, dims, in, cache.state.data(), core, block_t, kDeltaRuleChunk);
+    be.family_chunked(spec, dims, in, f32(cache.state), core, block_t, kDeltaRuleChunk);
     if (cache.transition.empty()) {
-      cache.transition = Tensor({Hv, dk, dk});
-      be.copy_within(cache.transition.data(), block_t, tsize * sizeof(float));
+      cache.transition = be.device() == Device::Host
+                             ? Tensor({Hv, dk, dk})
+                             : Tensor({Hv, dk, dk}, DType::F32, be.device(), &be);
+      be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
     } else {  // transition ← T_block · transition, head by head
       float* before = ws.floats(Workspace::kJ, tsize);
-      be.copy_within(before, cache.transition.data(), tsize * sizeof(float));
+      be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
       const int64_t dd = static_cast<int64_t>(dk) * dk;
       be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, block_t, dk, dd, before, dk, dd, 0.0f,
-                              cache.transition.data(), dk, dd, Hv);
+                              f32(cache.transition), dk, dd, Hv);
     }
   } else if (T == 1) {  // one decode step: the recurrence is the cheaper form
-    be.family_recurrent_f32(spec, dims, in, cache.state.data(), core);
+    be.family_recurrent_f32(spec, dims, in, f32(cache.state), core);
   } else {
-    be.family_chunked(spec, dims, in, cache.state.data(), core, nullptr, kDeltaRuleChunk);
+    be.family_chunked(spec, dims, in, f32(cache.state), core, nullptr, kDeltaRuleChunk);
   }
   lap.to(ws.times.gdn_rule);
 
   float* normed = mixed;  // the projections are consumed
-  be.gated_rms_norm(core, z, w.norm.data(), normed, T * Hv, dv, eps);
-  be.linear(normed, w.out_proj.data(), out, T, hidden, value_dim, /*accumulate=*/true);
+  be.gated_rms_norm(core, z, f32(w.norm), normed, T * Hv, dv, eps);
+  be.linear(normed, f32(w.out_proj), out, T, hidden, value_dim, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 
@@ -137,28 +160,28 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   float* q = ws.floats(Workspace::kB, rows * H * hd);
   float* k = ws.floats(Workspace::kC, rows * Hkv * hd);
   float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
-  be.linear(x, w.q_proj.data(), qg, T, H * 2 * hd, hidden, false);
-  be.linear(x, w.k_proj.data(), k, T, Hkv * hd, hidden, false);
-  be.linear(x, w.v_proj.data(), v, T, Hkv * hd, hidden, false);
+  be.linear(x, f32(w.q_proj), qg, T, H * 2 * hd, hidden, false);
+  be.linear(x, f32(w.k_proj), k, T, Hkv * hd, hidden, false);
+  be.linear(x, f32(w.v_proj), v, T, Hkv * hd, hidden, false);
   be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
-  be.rms_norm_zero_centred(q, w.q_norm.data(), q, T * H, hd, eps);
-  be.rms_norm_zero_centred(k, w.k_norm.data(), k, T * Hkv, hd, eps);
+  be.rms_norm_zero_centred(q, f32(w.q_norm), q, T * H, hd, eps);
+  be.rms_norm_zero_centred(k, f32(w.k_norm), k, T * Hkv, hd, eps);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);
   be.rope_apply({T, H, hd, rot, theta}, q, pos0);
   be.rope_apply({T, Hkv, hd, rot, theta}, k, pos0);
-  cache.append_kv(k, v, T);
+  cache.append_kv(k, v, T, &be);
   lap.to(ws.times.attn_proj);
 
   const kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
                                     hd, 1.0f / std::sqrt(static_cast<float>(hd))};
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
-  be.attention_causal(dims, q, cache.k.data(), cache.v.data(), attn, work);
+  be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
   lap.to(ws.times.attn_core);
 
   be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
-  be.linear(attn, w.o_proj.data(), out, T, hidden, H * hd, /*accumulate=*/true);
+  be.linear(attn, f32(w.o_proj), out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 
@@ -183,17 +206,26 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   int* start = chosen + pairs;  // [E+1] first pair of each expert's list
   int* fill = start + E + 1;    // [E] next free place per expert while sorting
   int* pair_ids = fill + E;     // pairs (t·k + j), grouped by expert, tokens ascending
-  be.linear(x, w.router.data(), logits, T, E, hidden, false);
+  be.linear(x, f32(w.router), logits, T, E, hidden, false);
   be.moe_route(logits, T, E, top_k, cfg.norm_topk_prob, chosen, weights);
 
   be.moe_group(chosen, T, top_k, E, start, pair_ids, fill);
+  // The list sizes decide the products' shapes, so they come to the host (E + 1 ints) when
+  // the grouping ran on a device; the lists themselves stay there.
+  std::vector<int> host_start;
+  const int* starts = start;
+  if (be.device() != Device::Host) {
+    host_start.resize(static_cast<size_t>(E) + 1);
+    be.copy_to_host(host_start.data(), start, host_start.size() * sizeof(int));
+    starts = host_start.data();
+  }
 
   float* xe = ws.floats(Workspace::kC, rows * hidden);
   float* ye = ws.floats(Workspace::kD, rows * hidden);
   for (int e = 0; e < E; ++e) {
-    const int n = start[e + 1] - start[e];
+    const int n = starts[e + 1] - starts[e];
     if (n == 0) continue;
-    const int* list = pair_ids + start[e];
+    const int* list = pair_ids + starts[e];
     be.moe_gather(x, hidden, list, n, top_k, xe);
     swiglu_mlp(be, w.experts[static_cast<size_t>(e)], xe, ye, n, hidden, /*accumulate=*/false, ws);
     be.moe_scatter_add(ye, hidden, list, n, top_k, weights, out);
@@ -203,7 +235,7 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   float* shared = ws.floats(Workspace::kC, rows * hidden);
   float* gate_logit = ws.floats(Workspace::kE, rows);
   swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws);
-  be.linear(x, w.shared_expert_gate.data(), gate_logit, T, 1, hidden, false);
+  be.linear(x, f32(w.shared_expert_gate), gate_logit, T, 1, hidden, false);
   be.add_sigmoid_scaled(out, shared, gate_logit, T, hidden);
   lap.to(ws.times.moe_shared);
 }

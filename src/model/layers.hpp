@@ -33,17 +33,26 @@ struct ForwardTimes {
   void clear() { *this = ForwardTimes{}; }
 };
 
-// Scratch buffers grown on demand and reused.
+// Scratch buffers grown on demand and reused: host vectors, or buffers in a backend's device
+// memory once use_device() was called (a grown device buffer keeps its contents, as a vector).
 class Workspace {
  public:
-  enum Slot { kA, kB, kC, kD, kE, kF, kG, kH, kI, kJ, kSlots };
+  // kX, kY: the residual stream and its normed copy (Model::run_block); kZ: logits and ids.
+  enum Slot { kA, kB, kC, kD, kE, kF, kG, kH, kI, kJ, kX, kY, kZ, kSlots };
+  void use_device(const Allocator* device) { device_ = device; }
   float* floats(Slot slot, size_t n);
   int* ints(size_t n);
+  int32_t* token_ids(size_t n);
   ForwardTimes times;
 
  private:
+  void* device_buffer(Tensor& t, DType dtype, size_t n);
+
   std::vector<float> buffers_[kSlots];
   std::vector<int> ints_;
+  std::vector<int32_t> ids_;
+  const Allocator* device_ = nullptr;
+  Tensor device_floats_[kSlots], device_ints_, device_ids_;
 };
 
 // Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates

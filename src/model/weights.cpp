@@ -1,6 +1,10 @@
 // ModelWeights helpers.
 #include "model/weights.hpp"
 
+#include <string>
+
+#include "hypic/error.hpp"
+
 namespace hypic::model {
 namespace {
 
@@ -26,6 +30,49 @@ size_t ModelWeights::parameter_count() const {
     n += mlp_count(L.moe.shared_expert);
   }
   return n;
+}
+
+const float* f32(const Tensor& t) {
+  HYPIC_REQUIRE(t.dtype() == DType::F32,
+                std::string("expected an f32 tensor, got ") + dtype_name(t.dtype()));
+  return static_cast<const float*>(t.raw());
+}
+
+float* f32(Tensor& t) {
+  HYPIC_REQUIRE(t.dtype() == DType::F32,
+                std::string("expected an f32 tensor, got ") + dtype_name(t.dtype()));
+  return static_cast<float*>(t.raw());
+}
+
+namespace {
+void upload(Tensor& t, const kernels::Backend& be) {
+  // A default tensor (a weight this layer kind has not) stays as it is.
+  if (t.rank() > 0 && t.device() != be.device()) t = t.to(be.device(), &be);
+}
+void upload(MlpWeights& m, const kernels::Backend& be) {
+  upload(m.gate_up, be);
+  upload(m.down, be);
+}
+}  // namespace
+
+ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
+  if (be.device() == Device::Host) return w;
+  upload(w.embed, be);
+  upload(w.final_norm, be);
+  upload(w.lm_head, be);
+  for (LayerWeights& L : w.layers) {
+    upload(L.input_norm, be);
+    upload(L.post_attn_norm, be);
+    for (Tensor* t :
+         {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
+          &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
+          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.shared_expert_gate})
+      upload(*t, be);
+    upload(L.mlp, be);
+    for (MlpWeights& e : L.moe.experts) upload(e, be);
+    upload(L.moe.shared_expert, be);
+  }
+  return w;
 }
 
 }  // namespace hypic::model

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 #include "model/config.hpp"
 
@@ -68,5 +69,14 @@ struct ModelWeights {
   size_t parameter_count() const;
   size_t bytes() const { return parameter_count() * sizeof(float); }
 };
+
+// The f32 elements of a weight or cache tensor in its own memory (host, or a backend's device
+// memory): what the layers hand to backend ops. Throws hypic::Error for another dtype.
+const float* f32(const Tensor& t);
+float* f32(Tensor& t);
+
+// The weights moved into the memory of `backend`: returned as they are for the host backend,
+// every tensor uploaded once for a device backend (a Model computes where its weights live).
+ModelWeights to_backend(ModelWeights weights, const kernels::Backend& backend);
 
 }  // namespace hypic::model

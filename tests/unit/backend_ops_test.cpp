@@ -2,10 +2,13 @@
 // grid of shapes (odd sizes, GQA ratios 1/2/4, chunk boundaries 63/64/65, head dims 48/80/96,
 // rotary_dim < head_dim), on each backend (host; cuda when compiled and a GPU is visible),
 // against the plain double-precision references of op_reference.hpp. An op a backend lacks is
-// skipped with that reason. Tolerances: one table, kTolerances below.
+// skipped with that reason. Tolerances: one table, kTolerances below. Dtype axis: every op in
+// f32 on every backend; the products also in bf16 (f32 accumulation) on cuda.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -784,6 +787,70 @@ TEST_P(BackendOps, ComposeStatesEveryStructure) {
                          " dk=" + std::to_string(dk));
       release();
     }
+}
+
+// The dtype axis of the products: bf16 inputs with f32 accumulation (cublasGemmEx) against the
+// double reference on the same bf16-rounded values, so only the accumulation order differs.
+// The host computes in f32 only; this case exists for the CUDA backend.
+constexpr double kBf16GemmTol = 1e-5;  // as Op::Gemm: the inputs are exact in f32
+
+uint16_t to_bf16(float x) {  // round to nearest even (inputs here are finite)
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+TEST(BackendOpsDtype, CudaGemmBf16) {
+  const kn::DeviceInfo info = kn::cuda_device_info();
+  if (!info.compiled) GTEST_SKIP() << "cuda backend: built without CUDA (-DHYPIC_CUDA=OFF)";
+  if (info.count == 0)
+    GTEST_SKIP() << "cuda backend: no CUDA device visible (" << info.description << ")";
+  const Backend& be = kn::cuda_backend();
+  std::mt19937 rng(17);
+  auto upload_bf16 = [&](const Vec& x) {
+    Tensor t({static_cast<int64_t>(x.size())}, DType::BF16, Device::Host);
+    auto* p = static_cast<uint16_t*>(t.raw());
+    for (size_t i = 0; i < x.size(); ++i) p[i] = to_bf16(x[i]);
+    return t.to(Device::Cuda, &be);
+  };
+  auto rounded = [](Vec x) {
+    for (float& v : x) v = from_bf16(to_bf16(v));
+    return x;
+  };
+  const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 64}, {65, 48, 130}};
+  for (const auto& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const auto& ab : std::vector<std::pair<float, float>>{{1.0f, 0.0f}, {0.5f, 2.0f}}) {
+          const int m = s[0], n = s[1], k = s[2];
+          const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
+          const Vec a = rounded(randn(size_t(ta ? k : m) * lda, rng)),
+                    b = rounded(randn(size_t(tb ? n : k) * ldb, rng));
+          Vec c = randn(size_t(m) * ldc, rng);
+          const Tensor da = upload_bf16(a), db = upload_bf16(b);
+          Tensor dc =
+              Tensor::from_vector({static_cast<int64_t>(c.size())}, c).to(Device::Cuda, &be);
+          kn::cuda::gemm_bf16(ta, tb, m, n, k, ab.first, static_cast<const uint16_t*>(da.raw()),
+                              lda, static_cast<const uint16_t*>(db.raw()), ldb, ab.second,
+                              static_cast<float*>(dc.raw()), ldc);
+          ref::gemm(ta, tb, m, n, k, ab.first, a, lda, b, ldb, ab.second, c, ldc);
+          const Vec got = dc.to_vector();
+          double scale = 1.0, err = 0.0;
+          for (size_t i = 0; i < c.size(); ++i) {
+            scale = std::max(scale, std::fabs(double(c[i])));
+            err = std::max(err, std::fabs(double(got[i]) - double(c[i])));
+          }
+          EXPECT_LE(err / scale, kBf16GemmTol)
+              << "bf16 gemm " << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb
+              << " beta=" << ab.second;
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, ::testing::Values("host", "cuda"),

@@ -55,9 +55,22 @@ std::string reference_path(const std::string& name) {
   return (fs::path(kGolden) / "qwen3_5" / "reference.safetensors").string();
 }
 
+// HYPIC_TEST_DEVICE=cuda (scripts/device_check.sh) runs the golden and cache-contract models on
+// the CUDA backend (weights uploaded, caches in device memory); unset, on the host.
+const hypic::kernels::Backend& test_backend() {
+  const char* device = std::getenv("HYPIC_TEST_DEVICE");
+  if (device != nullptr && std::string(device) == "cuda") return hypic::kernels::cuda_backend();
+  return hypic::kernels::host_backend();
+}
+
+Model make_model(hypic::model::ModelConfig cfg, hypic::model::ModelWeights weights) {
+  const hypic::kernels::Backend& be = test_backend();
+  return Model(std::move(cfg), hypic::model::to_backend(std::move(weights), be), be);
+}
+
 Model load_model(const std::string& name) {
   auto loaded = hypic::model::load_checkpoint((fs::path(kGolden) / name).string());
-  return Model(std::move(loaded.config), std::move(loaded.weights));
+  return make_model(std::move(loaded.config), std::move(loaded.weights));
 }
 
 class Golden : public ::testing::TestWithParam<std::string> {};
@@ -113,7 +126,7 @@ std::vector<int32_t> some_ids(int n, int vocab, int seed) {
 Model tiny_model(const std::string& arch) {
   auto cfg = hypic::model::preset_config(hypic::model::parse_arch(arch), "tiny");
   auto weights = hypic::model::random_weights(cfg, 17);
-  return Model(std::move(cfg), std::move(weights));
+  return make_model(std::move(cfg), std::move(weights));
 }
 
 class CacheContract : public ::testing::TestWithParam<std::string> {};

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The GPU check of issue #14, for a fresh machine with one GPU, ~16 cores and the CUDA toolkit:
+# configures with CUDA for the GPU's architecture, builds, runs the op harness (every CUDA op
+# against the host references, f32 and bf16 GEMM), the device forward tests, the golden and
+# cache-contract tests on the CUDA backend, the PIC tests, then `hypic bench forward` and
+# `hypic bench ttft`, and prints one table. Every step has a time bound (about 8 minutes in
+# all: the bounds below add up to 480 s). Exit status 0 only when every step passed and nothing CUDA was skipped; no visible GPU
+# is a failure, not a pass.
+#
+# Usage: scripts/device_check.sh [BUILD_DIR]   (default build-cuda)
+# What runs where today: the forward pass (prefill, decode, bench forward) runs on the device;
+# the PIC path (entries, composition, junctions: serve, eval, warmup, chat, bench ttft) runs on
+# the host, and its rows say so.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build-cuda}
+JOBS=$(nproc)
+LOG=$BUILD/device_check
+T0=$(date +%s)
+
+rows=()
+failed=0
+row() {  # step, device, result, seconds, figure
+  rows+=("$(printf '%-28s %-6s %-6s %6s  %s' "$1" "$2" "$3" "$4" "$5")")
+  [[ "$3" == "PASS" ]] || failed=1
+}
+table() {
+  echo
+  echo "device_check: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  printf '%-28s %-6s %-6s %6s  %s\n' "step" "where" "result" "sec" "figure"
+  for r in "${rows[@]}"; do echo "$r"; done
+  echo "total $(($(date +%s) - T0)) s"
+}
+# Runs "$@" under a time limit, logging to $LOG/<name>.log; sets RC and SECS.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t
+  t=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$LOG/$name.log" 2>&1
+  RC=$?
+  SECS=$(($(date +%s) - t))
+  [[ $RC -eq 124 || $RC -eq 137 ]] && echo "device_check: $name ran past ${limit}s" >>"$LOG/$name.log"
+}
+# gtest's summary: "<passed> passed, <skipped> skipped, <failed> failed".
+gtest_counts() {
+  local f=$1
+  local p s x
+  p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$f" | grep -Eo '[0-9]+$' | tail -1)
+  s=$(grep -Eo '\[  SKIPPED \] [0-9]+ test' "$f" | grep -Eo '[0-9]+' | tail -1)
+  x=$(grep -Eo '\[  FAILED  \] [0-9]+ test' "$f" | grep -Eo '[0-9]+' | tail -1)
+  echo "${p:-0} passed, ${s:-0} skipped, ${x:-0} failed"
+}
+
+# 0. A GPU must be visible: without one this check fails instead of skipping everything.
+if ! command -v nvidia-smi >/dev/null || [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -lt 1 ]]; then
+  echo "device_check: FAIL: no GPU visible (nvidia-smi -L lists none); this script needs one" >&2
+  exit 1
+fi
+CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+mkdir -p "$LOG"
+
+# 1. Configure and build with CUDA for this GPU's architecture only.
+# shellcheck disable=SC2086  # HYPIC_CMAKE_ARGS holds several flags
+step configure 30 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHYPIC_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="$CC" ${HYPIC_CMAKE_ARGS:-}
+if [[ $RC -ne 0 ]]; then
+  row configure cuda FAIL $SECS "see $LOG/configure.log"
+  table
+  exit 1
+fi
+step build 240 cmake --build "$BUILD" -j "$JOBS" --target hypic hypic_unit_tests
+if [[ $RC -ne 0 ]]; then
+  row "build (sm_$CC)" cuda FAIL $SECS "see $LOG/build.log"
+  table
+  exit 1
+fi
+row "configure + build (sm_$CC)" cuda PASS $SECS "$JOBS jobs"
+HYPIC=$BUILD/src/hypic
+TESTS=$BUILD/tests/hypic_unit_tests
+
+# 2. The op harness on cuda and the device forward tests: nothing may be skipped.
+step op_harness 60 "$TESTS" \
+  --gtest_filter='Backends/BackendOps.*/cuda:BackendOpsDtype.*:CudaBackend.*:DeviceForward.*'
+counts=$(gtest_counts "$LOG/op_harness.log")
+if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
+  row "op harness + device forward" cuda PASS $SECS "$counts"
+else
+  row "op harness + device forward" cuda FAIL $SECS "$counts (see $LOG/op_harness.log)"
+fi
+
+# 3. Golden logits against transformers and the cache contract, on the CUDA backend.
+step golden 40 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
+  --gtest_filter='Models/Golden.*:*CacheContract*:GoldenData.*'
+counts=$(gtest_counts "$LOG/golden.log")
+if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
+  row "golden + cache contract" cuda PASS $SECS "$counts"
+else
+  row "golden + cache contract" cuda FAIL $SECS "$counts (see $LOG/golden.log)"
+fi
+
+# 4. The PIC tests (composed state = recompute, modes' ordering). The PIC path is host-only.
+step pic 30 "$TESTS" --gtest_filter='PicEngine.*:PicModes.*:LinearSummary*'
+counts=$(gtest_counts "$LOG/pic.log")
+if [[ $RC -eq 0 && $counts == *", 0 failed" && $counts != "0 passed"* ]]; then
+  row "PIC tests" host PASS $SECS "$counts (PIC path not on the device yet)"
+else
+  row "PIC tests" host FAIL $SECS "$counts (see $LOG/pic.log)"
+fi
+
+# 5. bench forward on the device: prefill of the bench preset at 4096 tokens.
+MODEL=$BUILD/device_check_model
+step model_init 10 "$HYPIC" model init --arch qwen3_5 --preset bench --seed 1 --out "$MODEL"
+step bench_forward 45 "$HYPIC" bench forward --model "$MODEL" --tokens 4096 --reps 2 \
+  --device cuda --json "$LOG/bench_forward.json"
+if [[ $RC -eq 0 ]] && grep -q '"device": "cuda"' "$LOG/bench_forward.json"; then
+  fig=$(grep -E 'prefill [0-9]+ tokens|bf16 GEMM rate|cuBLAS' "$LOG/bench_forward.log" | tr '\n' ' ')
+  row "bench forward (4096 tokens)" cuda PASS $SECS "$fig"
+else
+  row "bench forward (4096 tokens)" cuda FAIL $SECS "see $LOG/bench_forward.log"
+fi
+
+# 6. bench ttft: the PIC path, so on the host for now (its header says which device ran).
+step bench_ttft 25 "$HYPIC" bench ttft --preset small --segments 8 --segment-tokens 256 \
+  --queries 4 --modes prefix,pic --json "$LOG/bench_ttft.json"
+if [[ $RC -eq 0 ]]; then
+  fig=$(grep -Eo 'prefix/pic[^,]*|ratio[^,]*' "$LOG/bench_ttft.log" | head -2 | tr '\n' ' ')
+  row "bench ttft (8 x 256)" host PASS $SECS "${fig:-see $LOG/bench_ttft.log} (PIC path host-only)"
+else
+  row "bench ttft (8 x 256)" host FAIL $SECS "see $LOG/bench_ttft.log"
+fi
+
+table
+exit $failed

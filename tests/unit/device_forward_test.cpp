@@ -1,0 +1,112 @@
+// The forward pass on the CUDA backend (issue #14): weights uploaded once, caches and
+// scratch in device memory, logits equal to the host backend's over blocks, chunk boundaries
+// and decode steps, for every architecture (the MoE one routes and groups on the device).
+// Needs a GPU; without one the device cases say why. `--device` is checked on every machine:
+// asking for cuda where it cannot run is one clear error line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli_test_util.hpp"
+#include "hypic/kernels/backend.hpp"
+#include "hypic/kernels/device.hpp"
+#include "model/arch/arch.hpp"
+#include "model/forward.hpp"
+#include "model/presets.hpp"
+#include "temp_path.hpp"
+
+namespace {
+namespace kn = hypic::kernels;
+namespace model = hypic::model;
+
+// max |a − b| / max(1, max |b|)
+double rel_diff(const hypic::Tensor& a, const hypic::Tensor& b) {
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  EXPECT_EQ(x.size(), y.size());
+  double scale = 1.0, err = 0.0;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+    scale = std::max(scale, std::fabs(double(y[i])));
+    const double e = std::fabs(double(x[i]) - double(y[i]));
+    if (!(e <= err)) err = e;  // NaN counts as the worst
+  }
+  return err / scale;
+}
+
+TEST(DeviceForward, CudaLogitsMatchHostForEveryArchitecture) {
+  const kn::DeviceInfo info = kn::cuda_device_info();
+  if (!info.compiled) GTEST_SKIP() << "built without CUDA (-DHYPIC_CUDA=OFF)";
+  if (info.count == 0) GTEST_SKIP() << "no CUDA device visible (" << info.description << ")";
+  const kn::Backend& cuda = kn::cuda_backend();
+  for (const std::string arch : {"qwen3_5", "qwen3_next"}) {
+    const model::ModelConfig cfg = model::preset_config(model::parse_arch(arch), "tiny");
+    const model::ModelWeights w = model::random_weights(cfg, 3);
+    model::Model host(cfg, w);
+    model::Model dev(cfg, model::to_backend(w, cuda), cuda);
+    host.set_max_block_tokens(64);  // 150 tokens: three blocks, KV appends on the device
+    dev.set_max_block_tokens(64);
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+    std::vector<int32_t> ids(150);
+    for (auto& t : ids) t = tok(rng);
+    auto hc = host.new_cache();
+    auto dc = dev.new_cache();
+    EXPECT_EQ(dc.layers.front().state.device() == hypic::Device::Cuda ||
+                  dc.layers.front().k.device() == hypic::Device::Cuda,
+              true);
+    const hypic::Tensor lh = host.prefill(ids, hc, model::LogitsMode::All);
+    const hypic::Tensor ld = dev.prefill(ids, dc, model::LogitsMode::All);
+    EXPECT_LE(rel_diff(ld, lh), 1e-3) << arch << " prefill";
+    for (int step = 0; step < 3; ++step) {
+      const int32_t next = model::argmax(lh.data(), cfg.vocab_size);  // same token for both
+      EXPECT_LE(rel_diff(dev.decode_step(next + step, dc), host.decode_step(next + step, hc)), 1e-3)
+          << arch << " decode step " << step;
+    }
+    EXPECT_EQ(dc.n_tokens, hc.n_tokens);
+  }
+}
+
+TEST(DeviceForward, HostCacheOnDeviceModelIsRefused) {
+  const kn::DeviceInfo info = kn::cuda_device_info();
+  if (!info.compiled) GTEST_SKIP() << "built without CUDA (-DHYPIC_CUDA=OFF)";
+  if (info.count == 0) GTEST_SKIP() << "no CUDA device visible (" << info.description << ")";
+  const model::ModelConfig cfg = model::preset_config(model::parse_arch("qwen3_5"), "tiny");
+  model::Model dev(cfg, model::to_backend(model::random_weights(cfg, 1), kn::cuda_backend()),
+                   kn::cuda_backend());
+  auto host_cache = model::InferenceCache::empty(cfg);
+  try {
+    dev.prefill({1, 2, 3}, host_cache, model::LogitsMode::Last);
+    FAIL() << "a host cache must be refused by a model computing on cuda";
+  } catch (const hypic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("make it with Model::new_cache()"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Where cuda cannot run (no GPU, or no CUDA in the build), --device cuda is one error line,
+// and the default picks cpu and says so in the run header.
+TEST(DeviceOption, CudaWithoutAGpuIsOneErrorLine) {
+  const kn::DeviceInfo info = kn::cuda_device_info();
+  if (info.compiled && info.count > 0) GTEST_SKIP() << "a GPU is visible: cuda can run here";
+  test_util::TempDir tmp("hypic-device");
+  const std::string model_dir = tmp.file("model");
+  cli_test::CliRun r = cli_test::run_hypic(
+      tmp.file(""), "model init --arch qwen3_5 --preset tiny --seed 1 --out " + model_dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli_test::run_hypic(
+      tmp.file(""), "bench forward --model " + model_dir + " --tokens 64 --reps 1 --device cuda");
+  cli_test::expect_one_line_error(
+      r, info.compiled ? "no CUDA device visible" : "not compiled with CUDA");
+  r = cli_test::run_hypic(tmp.file(""), "bench forward --model " + model_dir +
+                                            " --tokens 64 --reps 1 --json " + tmp.file("f.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("device: cpu"), std::string::npos) << r.out;
+  EXPECT_NE(cli_test::slurp(tmp.file("f.json")).find("\"device\": \"cpu\""), std::string::npos);
+  r = cli_test::run_hypic(tmp.file(""), "bench forward --model " + model_dir + " --device gpu");
+  EXPECT_NE(r.code, 0);
+}
+
+}  // namespace
