@@ -13,17 +13,21 @@ namespace {
 constexpr int kDeltaRuleChunk = 64;  // tokens per chunk of the delta rule (Model::max_block)
 using Clock = std::chrono::steady_clock;
 
-// Adds the seconds since construction (or the last lap) to a ForwardTimes field.
+// Adds the seconds since construction (or the last lap) to a ForwardTimes field. On a device
+// backend the lap first waits for the queued work, so each part is charged its own kernels
+// (synchronize() is a no-op on the host).
 class Lap {
  public:
-  Lap() : start_(Clock::now()) {}
+  explicit Lap(const kernels::Backend& be) : be_(be), start_(Clock::now()) {}
   void to(double& field) {
+    be_.synchronize();
     const auto now = Clock::now();
     field += std::chrono::duration<double>(now - start_).count();
     start_ = now;
   }
 
  private:
+  const kernels::Backend& be_;
   Clock::time_point start_;
 };
 
@@ -82,7 +86,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   const int K = cfg.linear_conv_kernel_dim;
   const float eps = static_cast<float>(cfg.rms_norm_eps);
   const size_t rows = static_cast<size_t>(T);
-  Lap lap;
+  Lap lap(be);
 
   // Projections: the conv channels (q|k|v), then z, then b|a, each one product.
   float* mixed = ws.floats(Workspace::kA, rows * conv_dim);
@@ -154,7 +158,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   HYPIC_REQUIRE(cache.kv_tokens() == pos0,
                 "attention cache holds " + std::to_string(cache.kv_tokens()) +
                     " tokens but the block starts at position " + std::to_string(pos0));
-  Lap lap;
+  Lap lap(be);
 
   float* qg = ws.floats(Workspace::kA, rows * H * 2 * hd);  // per head [query | gate]
   float* q = ws.floats(Workspace::kB, rows * H * hd);
@@ -187,7 +191,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
 
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
                int hidden, Workspace& ws) {
-  Lap lap;
+  Lap lap(be);
   swiglu_mlp(be, w, x, out, T, hidden, /*accumulate=*/true, ws);
   lap.to(ws.times.mlp);
 }
@@ -197,7 +201,7 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   const int hidden = cfg.hidden_size;
   const int E = cfg.num_experts, top_k = cfg.num_experts_per_tok;
   const size_t rows = static_cast<size_t>(T);
-  Lap lap;
+  Lap lap(be);
 
   float* logits = ws.floats(Workspace::kA, rows * E);
   float* weights = ws.floats(Workspace::kB, rows * top_k);
