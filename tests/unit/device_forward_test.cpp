@@ -54,12 +54,23 @@ TEST(DeviceForward, CudaLogitsMatchHostForEveryArchitecture) {
     for (auto& t : ids) t = tok(rng);
     auto hc = host.new_cache();
     auto dc = dev.new_cache();
-    EXPECT_EQ(dc.layers.front().state.device() == hypic::Device::Cuda ||
-                  dc.layers.front().k.device() == hypic::Device::Cuda,
-              true);
+    for (const model::LayerCache& lc : dc.layers)  // the cache lives on the device
+      EXPECT_EQ((lc.kind == model::LayerKind::Linear ? lc.state : lc.k).device(),
+                hypic::Device::Cuda);
+    for (auto* c : {&hc, &dc})  // segment transitions too (the entries' T), over three blocks
+      for (model::LayerCache& lc : c->layers)
+        lc.capture_transition = lc.kind == model::LayerKind::Linear;
     const hypic::Tensor lh = host.prefill(ids, hc, model::LogitsMode::All);
     const hypic::Tensor ld = dev.prefill(ids, dc, model::LogitsMode::All);
     EXPECT_LE(rel_diff(ld, lh), 1e-3) << arch << " prefill";
+    for (size_t l = 0; l < hc.layers.size(); ++l) {
+      if (hc.layers[l].kind != model::LayerKind::Linear) continue;
+      EXPECT_LE(rel_diff(dc.layers[l].transition, hc.layers[l].transition), 1e-3)
+          << arch << " transition of layer " << l;
+      EXPECT_LE(rel_diff(dc.layers[l].state, hc.layers[l].state), 1e-3)
+          << arch << " state of layer " << l;
+      dc.layers[l].capture_transition = hc.layers[l].capture_transition = false;
+    }
     for (int step = 0; step < 3; ++step) {
       const int32_t next = model::argmax(lh.data(), cfg.vocab_size);  // same token for both
       EXPECT_LE(rel_diff(dev.decode_step(next + step, dc), host.decode_step(next + step, hc)), 1e-3)
