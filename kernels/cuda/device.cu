@@ -88,6 +88,48 @@ std::string self_check(float tol) {
     report << "rms_norm_zero_centred(33x300) max_abs_diff " << d << "\n";
     ok = ok && d <= tol;
   }
+  auto f = [](Tensor& t) { return static_cast<float*>(t.raw()); };
+  {  // the chunked delta rule with its transition, Gated DeltaNet and KDA, 2 chunks + a tail
+    for (Member m : {Member::GatedDeltaNet, Member::KDA}) {
+      const FamilySpec spec = member_spec(m);
+      const FamilyDims d{150, 2, 4, 48, 64};
+      auto q = random(size_t(d.T) * d.Hk * d.dk), k = random(q.size()),
+           v = random(size_t(d.T) * d.Hv * d.dv);
+      for (auto* x : {&q, &k})  // unit rows, as after the layer's L2 norm
+        host.l2_normalize_rows(x->data(), d.T * d.Hk, d.dk, 1e-6f, 1.0f);
+      std::vector<float> g(size_t(d.T) * d.Hv * (m == Member::KDA ? d.dk : 1)),
+          beta(size_t(d.T) * d.Hv);
+      std::uniform_real_distribution<float> gate(-0.5f, -0.01f), b01(0.0f, 1.0f);
+      for (auto& x : g) x = gate(rng);
+      for (auto& x : beta) x = b01(rng);
+      std::vector<float> state(size_t(d.Hv) * d.dk * d.dv, 0.0f), out(size_t(d.T) * d.Hv * d.dv),
+          trans(size_t(d.Hv) * d.dk * d.dk);
+      Tensor dq = upload(q), dk = upload(k), dv = upload(v), dg = upload(g), db = upload(beta),
+             ds = upload(state), dout = upload(out), dt = upload(trans);
+      host.family_chunked(spec, d, {q.data(), k.data(), v.data(), g.data(), beta.data()},
+                          state.data(), out.data(), trans.data(), 64);
+      dev.family_chunked(spec, d, {f(dq), f(dk), f(dv), f(dg), f(db)}, f(ds), f(dout), f(dt), 64);
+      const float diff =
+          std::max({max_abs_diff(out, dout.to_vector()), max_abs_diff(state, ds.to_vector()),
+                    max_abs_diff(trans, dt.to_vector())});
+      report << "family_chunked(" << member_name(m) << ", 150 tokens) max_abs_diff " << diff
+             << "\n";
+      ok = ok && diff <= tol * 10;
+    }
+  }
+  {  // causal GQA attention over cached + new keys
+    const AttentionDims d{70, 90, 8, 2, 64, 0.125f};
+    auto q = random(size_t(d.T) * d.H * d.hd), k = random(size_t(d.n_kv) * d.Hkv * d.hd),
+         v = random(k.size());
+    std::vector<float> out(q.size()), work(host.attention_workspace_floats(d));
+    host.attention_causal(d, q.data(), k.data(), v.data(), out.data(), work.data());
+    Tensor dq = upload(q), dk = upload(k), dv = upload(v), dout = upload(out);
+    dev.attention_causal(d, f(dq), f(dk), f(dv), f(dout), nullptr);
+    const float diff = max_abs_diff(out, dout.to_vector());
+    report << "attention_causal(70 queries, 90 keys, GQA 4) max_abs_diff " << diff << "\n";
+    ok = ok && diff <= tol;
+  }
+  dev.synchronize();
   if (!ok) throw Error("CUDA self check failed:\n" + report.str());
   return report.str();
 }

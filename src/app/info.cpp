@@ -46,7 +46,8 @@ void add_info_command(CLI::App& app) {
       app.add_subcommand("info", "Print the build configuration and the BLAS kernel in use");
   auto device_check = std::make_shared<bool>(false);
   sub->add_flag("--device-check", *device_check,
-                "Also run every CUDA kernel against its host kernel (needs a GPU)");
+                "Also run the main CUDA kernels against the host ones (needs a GPU; the op harness "
+                "checks every op)");
   on_run(sub, [device_check] {
     print_build_info(stdout);
     if (*device_check) {
