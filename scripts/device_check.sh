@@ -80,7 +80,7 @@ HYPIC=$BUILD/src/hypic
 TESTS=$BUILD/tests/hypic_unit_tests
 
 # 2. The op harness on cuda and the device forward tests: nothing may be skipped.
-step op_harness 60 "$TESTS" \
+step op_harness 50 "$TESTS" \
   --gtest_filter='Backends/BackendOps.*/cuda:BackendOpsDtype.*:CudaBackend.*:DeviceForward.*'
 counts=$(gtest_counts "$LOG/op_harness.log")
 if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
@@ -90,7 +90,7 @@ else
 fi
 
 # 3. Golden logits against transformers and the cache contract, on the CUDA backend.
-step golden 40 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
+step golden 30 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
   --gtest_filter='Models/Golden.*:*CacheContract*:GoldenData.*'
 counts=$(gtest_counts "$LOG/golden.log")
 if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
@@ -110,7 +110,7 @@ fi
 
 # 5. bench forward on the device: prefill of the bench preset at 4096 tokens.
 MODEL=$BUILD/device_check_model
-step model_init 10 "$HYPIC" model init --arch qwen3_5 --preset bench --seed 1 --out "$MODEL"
+step model_init 30 "$HYPIC" model init --arch qwen3_5 --preset bench --seed 1 --out "$MODEL"
 step bench_forward 45 "$HYPIC" bench forward --model "$MODEL" --tokens 4096 --reps 2 \
   --device cuda --json "$LOG/bench_forward.json"
 if [[ $RC -eq 0 ]] && grep -q '"device": "cuda"' "$LOG/bench_forward.json"; then
