@@ -37,8 +37,10 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 // The batch summary of one mode's run, as `serve` reports a batch.
-RunSummary summarize(const bench::TtftModeRun& run, const pic::JunctionSpec& junction) {
+RunSummary summarize(const bench::TtftModeRun& run, const pic::JunctionSpec& junction,
+                     const std::string& device) {
   RunSummary summary(run.mode, junction, run.memory_budget_bytes);
+  summary.device = device;
   for (const pic::QueryResult& r : run.results) summary.add(r, std::nullopt);
   summary.memory_bytes = run.memory_bytes;
   return summary;
@@ -83,8 +85,10 @@ bench::TtftProgress reporter(const TtftArgs& a, std::map<std::string, RunSummary
     std::printf("TTFT per mode (%d queries each, same trace):\n", o.queries);
   };
   p.mode_done = [&o, &summaries](const bench::TtftModeRun& run) {
+    const std::string device =
+        o.backend != nullptr && o.backend->device() != Device::Host ? "cuda" : "cpu";
     const RunSummary& s =
-        summaries.insert_or_assign(run.name, summarize(run, o.junction)).first->second;
+        summaries.insert_or_assign(run.name, summarize(run, o.junction, device)).first->second;
     print_mode(run, s);
   };
   return p;
@@ -110,7 +114,7 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
                const std::map<std::string, RunSummary>& summaries) {
   const bench::TtftOptions& o = a.options;
   json j = {{"bench", "ttft"},
-            {"device", choose_device(a.device, /*device_path=*/false).name},
+            {"device", choose_device(a.device).name},
             {"arch", a.arch},
             {"preset", a.preset},
             {"segments", o.segments},
@@ -133,7 +137,9 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
 }
 
 int run_bench_ttft(TtftArgs& a) {
-  print_device(choose_device(a.device, /*device_path=*/false));
+  const DeviceChoice device = choose_device(a.device);
+  print_device(device);
+  a.options.backend = device.backend;
   bench::TtftOptions& o = a.options;
   o.junction = pic::JunctionSpec::parse(a.junction);
   o.modes = split(a.modes);

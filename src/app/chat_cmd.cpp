@@ -37,7 +37,7 @@ struct ChatArgs {
 
 int run_chat(const ChatArgs& a) {
   HYPIC_REQUIRE(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
-  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
+  const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
@@ -45,12 +45,12 @@ int run_chat(const ChatArgs& a) {
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
                           // in the session needs nothing here
-    LoadedPicModel m = load_pic_model(a.model);
+    LoadedPicModel m = load_pic_model(a.model, *device.backend);
     cluster::run_worker(comm.get(), *m.model, pic::JunctionSpec::parse(a.junction));
     return 0;
   }
   const bool interactive = isatty(fileno(stdin)) != 0;
-  LoadedPicModel m = load_pic_model(a.model);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend);
   eval::ChatSession s(*m.model, m.fingerprint, m.tokenizer,
                       {a.store, a.mode, a.junction, a.dtype, a.max_new_tokens, a.memory_budget_mib},
                       interactive);

@@ -122,7 +122,7 @@ void prepare(EvalRun& run, const eval::TemplateSet& templates) {
   const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, run.tmpl->split, ro);
   HYPIC_REQUIRE(!data.examples.empty(), a.input + ": no examples");
   run.max_new = a.max_new_tokens > 0 ? a.max_new_tokens : run.tmpl->max_answer_tokens;
-  run.m.emplace(load_pic_model(a.model));
+  run.m.emplace(load_pic_model(a.model, *choose_device(a.device).backend));
   std::vector<std::string> skipped;
   run.items =
       eval::make_items(data.examples, *run.tmpl, run.m->tokenizer,
@@ -180,6 +180,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   HYPIC_REQUIRE(pred.good(), "cannot write " + predictions);
   eval::ModeScorer scorer(mode, *run.tmpl);
   RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
+  summary.device = choose_device(a.device).name;
   Progress bar(pic::mode_name(mode), run.items.size());
   const auto t0 = Clock::now();
   size_t done = 0;
@@ -231,7 +232,7 @@ void report(const EvalRun& run, const std::vector<eval::ModeScorer>& scores,
 int run_eval(const EvalArgs& a) {
   // Everything cheap is checked before the model is loaded.
   EvalRun run(a);
-  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
+  const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
@@ -240,7 +241,7 @@ int run_eval(const EvalArgs& a) {
   if (world.rank != 0) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
     if (!run.any_entries) return 0;
-    LoadedPicModel m = load_pic_model(a.model);
+    LoadedPicModel m = load_pic_model(a.model, *device.backend);
     cluster::run_worker(comm.get(), *m.model, run.junction);
     cluster::run_worker(comm.get(), *m.model, run.junction);
     return 0;

@@ -109,11 +109,12 @@ BadLinePolicy parse_bad_line_policy(const std::string& text) {
   throw Error("--on-bad-line must be 'fail' or 'skip', not '" + text + "'");
 }
 
-LoadedPicModel load_pic_model(const std::string& dir) {
+LoadedPicModel load_pic_model(const std::string& dir, const kernels::Backend& backend) {
   model::LoadedModel loaded = model::load_checkpoint(dir);
   LoadedPicModel out{nullptr, pic::model_fingerprint(loaded.config, loaded.weights),
                      model::Tokenizer::for_model(dir)};
-  out.model = std::make_unique<model::Model>(std::move(loaded.config), std::move(loaded.weights));
+  out.model = std::make_unique<model::Model>(
+      std::move(loaded.config), model::to_backend(std::move(loaded.weights), backend), backend);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hypic/kernels/backend.hpp"
 #include "model/forward.hpp"
 #include "model/tokenizer.hpp"
 #include "pic/engine.hpp"
@@ -25,7 +26,10 @@ struct LoadedPicModel {
   std::string fingerprint;
   model::Tokenizer tokenizer;
 };
-LoadedPicModel load_pic_model(const std::string& dir);
+// The model computes on `backend` (its weights uploaded there); the fingerprint is taken from
+// the weights as loaded.
+LoadedPicModel load_pic_model(const std::string& dir,
+                              const kernels::Backend& backend = kernels::host_backend());
 
 struct CorpusDoc {
   std::string id;

@@ -109,13 +109,13 @@ int run_serve(const ServeArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
   HYPIC_REQUIRE(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
-  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
+  const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
   if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
-  LoadedPicModel m = load_pic_model(a.model);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
     cluster::run_worker(comm.get(), *m.model, junction);
     return 0;
@@ -131,6 +131,7 @@ int run_serve(const ServeArgs& a) {
   std::ofstream pred(a.out + "/predictions.jsonl");
   HYPIC_REQUIRE(pred.good(), "cannot write " + a.out + "/predictions.jsonl");
   RunSummary summary(mode, junction, s.engine->options().memory_budget_bytes);
+  summary.device = device.name;
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t qi = 0; qi < qf.queries.size(); ++qi) {

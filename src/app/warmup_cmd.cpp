@@ -55,7 +55,7 @@ void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string&
 }
 
 int run_warmup(const WarmupArgs& a) {
-  const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
+  const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
@@ -63,7 +63,7 @@ int run_warmup(const WarmupArgs& a) {
   kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
-  LoadedPicModel m = load_pic_model(a.model);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend);
   cluster::WarmupOptions wo;
   wo.junction = junction;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop

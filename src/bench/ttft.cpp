@@ -148,8 +148,10 @@ TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
   TtftResult result;
 
   const auto tw = Clock::now();
-  model::Model net(cfg, model::random_weights(cfg, a.seed));
-  const std::string fingerprint = pic::model_fingerprint(net.config(), net.weights());
+  model::ModelWeights weights = model::random_weights(cfg, a.seed);
+  const std::string fingerprint = pic::model_fingerprint(cfg, weights);  // from host memory
+  const kernels::Backend& be = a.backend != nullptr ? *a.backend : kernels::host_backend();
+  model::Model net(cfg, model::to_backend(std::move(weights), be), be);
   result.build_seconds = seconds_since(tw);
   result.parameter_count = double(net.weights().parameter_count());
   result.prompt_tokens = int64_t(a.segments) * a.segment_tokens + a.question_tokens;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hypic/kernels/backend.hpp"
 #include "model/config.hpp"
 #include "model/layers.hpp"
 #include "pic/engine.hpp"
@@ -25,7 +26,8 @@ struct TtftOptions {
   std::string store;           // keep the warmed store here; empty: a temporary file
   int segments = 16, segment_tokens = 512, corpus = 48, queries = 6, question_tokens = 32;
   double zipf = 1.0, memory_budget_mib = 1024;
-  uint64_t seed = 1;  // weights and trace
+  uint64_t seed = 1;                          // weights and trace
+  const kernels::Backend* backend = nullptr;  // where the model computes (null: the host)
 };
 
 // One mode's run over the whole trace.

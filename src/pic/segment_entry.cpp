@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/copy_stats.hpp"
+#include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/blas.hpp"
 
 namespace hypic::pic {
@@ -66,6 +67,17 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   }
   model.prefill(std::vector<int32_t>(tokens.begin() + w, tokens.end()), cache,
                 model::LogitsMode::None);
+  // Entries live in host memory (the store's and the memory tier's format): a model computing
+  // on a device hands its cache down once here, and the rest runs on the host.
+  const bool on_host = model.backend().device() == Device::Host;
+  if (!on_host) {
+    for (model::LayerCache& lc : cache.layers)
+      for (Tensor* t : {&lc.state, &lc.conv, &lc.transition, &lc.k, &lc.v})
+        if (t->rank() > 0) *t = t->to(Device::Host);
+    for (Tensor& t : state_w)
+      if (t.rank() > 0) t = t.to(Device::Host);
+  }
+  const kernels::Backend& be = on_host ? model.backend() : kernels::host_backend();
 
   SegmentEntry entry;
   entry.n_tokens = n;
@@ -87,9 +99,9 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       s.t = lc.transition.take_vector();
       s.s = lc.state.take_vector();
       if (w > 0)  // S(R|0) = S_n − T_R · S_w, head by head
-        model.backend().gemm_strided_batched(
-            false, false, dk, dv, dk, -1.0f, s.t.data(), dk, int64_t(dk) * dk, state_w[l].data(),
-            dv, int64_t(dk) * dv, 1.0f, s.s.data(), dv, int64_t(dk) * dv, Hv);
+        be.gemm_strided_batched(false, false, dk, dv, dk, -1.0f, s.t.data(), dk, int64_t(dk) * dk,
+                                state_w[l].data(), dv, int64_t(dk) * dv, 1.0f, s.s.data(), dv,
+                                int64_t(dk) * dv, Hv);
       le.conv = std::move(lc.conv);
       entry.linear.push_back(std::move(le));
     } else {
