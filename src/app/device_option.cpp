@@ -25,8 +25,7 @@ DeviceChoice choose_device(const std::string& device, bool device_path) {
     HYPIC_REQUIRE(info.count > 0, "--device cuda: no CUDA device visible (" + info.description +
                                       "); use --device cpu");
     HYPIC_REQUIRE(device_path,
-                  "--device cuda: this command's PIC path (segment entries, composition, "
-                  "junctions) runs on the host only so far; use --device cpu");
+                  "--device cuda: this benchmark measures the host path only; use --device cpu");
   }
   if (device == "cuda" || (device == "auto" && gpu && device_path)) {
     d.backend = &kernels::cuda_backend();
@@ -38,7 +37,7 @@ DeviceChoice choose_device(const std::string& device, bool device_path) {
   d.name = "cpu";
   d.label = "cpu";
   if (device == "auto" && gpu && !device_path)
-    d.label += " (a GPU is visible, but this command's PIC path runs on the host only so far)";
+    d.label += " (a GPU is visible, but this benchmark measures the host path)";
   return d;
 }
 

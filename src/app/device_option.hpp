@@ -18,10 +18,10 @@ struct DeviceChoice {
   std::string label;  // the header line's text: name, the GPU, and why when auto chose cpu
 };
 
-// Resolves the option. `device_path` says whether this command's compute path runs on a
-// device backend; when it does not, auto means cpu (and the label says why) and an explicit
-// "cuda" is refused. Throws hypic::Error (one line) for cuda without a compiled backend or a
-// visible GPU.
+// Resolves the option. `device_path` says whether this command can compute on a device
+// backend (false: bench compose / scaling, which measure the host path); when it cannot, auto
+// means cpu (and the label says why) and an explicit "cuda" is refused. Throws hypic::Error (one
+// line) for cuda without a compiled backend or a visible GPU.
 DeviceChoice choose_device(const std::string& device, bool device_path = true);
 
 // Prints "device: <label>" (the run header line).
