@@ -48,11 +48,16 @@ std::vector<std::string> golden_models() {
   return names;
 }
 
-// The reference file of a model folder; the sharded copy shares qwen3_5's.
+// The reference file of a model folder; a sharded copy `<name>_sharded` shares <name>'s.
 std::string reference_path(const std::string& name) {
   const fs::path own = fs::path(kGolden) / name / "reference.safetensors";
   if (fs::exists(own)) return own.string();
-  return (fs::path(kGolden) / "qwen3_5" / "reference.safetensors").string();
+  const std::string suffix = "_sharded";
+  const std::string base = name.size() > suffix.size() && name.compare(name.size() - suffix.size(),
+                                                                       suffix.size(), suffix) == 0
+                               ? name.substr(0, name.size() - suffix.size())
+                               : name;
+  return (fs::path(kGolden) / base / "reference.safetensors").string();
 }
 
 Model load_model(const std::string& name) {
@@ -95,9 +100,10 @@ TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(golden_models()),
                          [](const auto& test_param) { return test_param.param; });
 
-TEST(GoldenData, AllFourModelsPresent) {
+TEST(GoldenData, AllModelsPresent) {
   const auto names = golden_models();
-  for (const char* n : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded"})
+  for (const char* n : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded", "qwen3_5_moe",
+                        "qwen3_5_moe_bf16", "qwen3_5_moe_sharded"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
@@ -178,7 +184,7 @@ TEST_P(CacheContract, DecodeEqualsRecompute) {
   EXPECT_EQ(cache.n_tokens, 75);
 }
 
-// Every registered architecture (qwen3_next, qwen3_5 today).
+// Every registered architecture (qwen3_next, qwen3_5, qwen3_5_moe today).
 std::vector<std::string> registered_architectures() {
   std::vector<std::string> names;
   for (const hypic::model::ArchSpec* a : hypic::model::architectures()) names.push_back(a->name());
