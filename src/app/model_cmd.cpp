@@ -126,9 +126,11 @@ int run_info_config(const std::string& path) {
               s.runnable ? "" : " -- config-only count, hypic cannot run this architecture yet");
   std::printf("layers       : %d (%d %s, %d %s)\n", s.layers, s.linear_layers,
               s.linear_kind.c_str(), s.full_layers, s.full_kind.c_str());
-  std::printf("parameters   : %" PRIu64 " (%s) total, %" PRIu64 " (%s) active per token\n",
+  std::printf("parameters   : %" PRIu64 " (%s) total, %" PRIu64
+              " (%s) active per token, %s of them without the embeddings\n",
               s.total_parameters, human_count(s.total_parameters).c_str(), s.active_parameters,
-              human_count(s.active_parameters).c_str());
+              human_count(s.active_parameters).c_str(),
+              human_count(s.active_parameters - s.embedding_parameters).c_str());
   std::printf("kv cache     : %" PRIu64 " bytes per token (bf16, %d full-attention layers)\n",
               s.kv_bytes_per_token, s.full_layers);
   std::printf("segment entry: %" PRIu64

@@ -28,6 +28,8 @@ ConfigSummary runnable(const json& root) {
   s.linear_layers = c.num_linear_layers();
   s.full_layers = c.num_full_layers();
   s.total_parameters = config_parameter_count(c);
+  s.embedding_parameters =
+      static_cast<uint64_t>(c.vocab_size) * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
   s.active_parameters = config_active_parameter_count(c);
   const uint64_t kv = 2ull * c.num_key_value_heads * c.head_dim;
   s.kv_bytes_per_token = kv * s.full_layers * kStoreBytes;
@@ -113,11 +115,70 @@ ConfigSummary kimi_linear(const json& root) {
   }
   s.total_parameters = total;
   s.active_parameters = total - inactive;
+  s.embedding_parameters = V * h * (f.boolean("tie_word_embeddings", false) ? 1 : 2);
   // MLA caches the latent (kv_lora_rank) and the decoupled RoPE key per token and layer.
   s.kv_bytes_per_token = (r + rope) * s.full_layers * kStoreBytes;
   s.entry_fixed_bytes = (H * d * d + H * d * d + (K - 1) * 3 * P) * s.linear_layers * kStoreBytes;
   s.entry_bytes_per_token = s.kv_bytes_per_token;
   s.entry_t_form = "dense dk x dk per head (delta rule with per-channel gates)";
+  return s;
+}
+
+// Ring-linear (BailingMoeLinearV2ForCausalLM, remote code): every layer_group_size-th layer
+// (and any tail past the last whole group) is GQA softmax attention, the others lightning
+// linear attention (MHA, a constant decay per head, so T is one scalar per head); a dense
+// MLP below first_k_dense_replace, MoE with shared experts above. Tensors per layer
+// (names under model.layers.l.): linear attention.query_key_value [3·H·d, h],
+// attention.dense [h, H·d], attention.g_proj [H·d, h], attention.g_norm [H·d],
+// attention.query_layernorm / key_layernorm [d]; softmax attention.query_key_value
+// [(H + 2·Hkv)·d, h], attention.dense [h, H·d], the two qk norms [d]; MoE mlp.gate [E, h]
+// + expert bias [E], experts E × 3 [I, h], shared_experts 3 [S·Is, h].
+ConfigSummary bailing_moe_linear(const json& root) {
+  const arch::Fields f(root, "");
+  ConfigSummary s;
+  s.model_type = "bailing_moe_linear";
+  s.architecture = "bailing_moe_linear";
+  s.linear_kind = "lightning attention";
+  s.full_kind = "softmax attention";
+  const uint64_t h = static_cast<uint64_t>(f.integer("hidden_size"));
+  const uint64_t V = static_cast<uint64_t>(f.integer("vocab_size"));
+  s.layers = f.integer("num_hidden_layers");
+  const int group = f.integer("layer_group_size");
+  HYPIC_REQUIRE(group > 0, "config.json: field 'layer_group_size' must be positive");
+  const uint64_t H = static_cast<uint64_t>(f.integer("num_attention_heads"));
+  const uint64_t Hkv = static_cast<uint64_t>(f.integer("num_key_value_heads"));
+  const uint64_t d = static_cast<uint64_t>(f.integer("head_dim", static_cast<int>(h / H)));
+  const uint64_t linear_params = 3 * H * d * h + h * H * d + H * d * h + H * d + 2 * d;
+  const uint64_t attn_params = (H + 2 * Hkv) * d * h + h * H * d + 2 * d;
+  const uint64_t E = static_cast<uint64_t>(f.integer("num_experts"));
+  const uint64_t k = static_cast<uint64_t>(f.integer("num_experts_per_tok"));
+  const uint64_t I = static_cast<uint64_t>(f.integer("moe_intermediate_size"));
+  const uint64_t S = static_cast<uint64_t>(f.integer("num_shared_experts", 0));
+  const uint64_t Is =
+      static_cast<uint64_t>(f.integer("moe_shared_expert_intermediate_size", static_cast<int>(I)));
+  const uint64_t dense_I = static_cast<uint64_t>(f.integer("intermediate_size"));
+  const int first_dense = f.integer("first_k_dense_replace", 0);
+  const bool tied = f.boolean("tie_word_embeddings", false);
+  const int whole_groups_end = s.layers / group * group;
+  uint64_t total = V * h * (tied ? 1 : 2) + h, inactive = 0;
+  for (int l = 0; l < s.layers; ++l) {
+    const bool full = (l + 1) % group == 0 || l >= whole_groups_end;
+    (full ? s.full_layers : s.linear_layers) += 1;
+    total += 2 * h + (full ? attn_params : linear_params);
+    if (l >= first_dense && E > 1) {
+      total += E * h + E + E * 3 * h * I + 3 * h * S * Is;
+      inactive += (E - k) * 3 * h * I;
+    } else {
+      total += 3 * h * dense_I;
+    }
+  }
+  s.total_parameters = total;
+  s.active_parameters = total - inactive;
+  s.embedding_parameters = V * h * (tied ? 1 : 2);
+  s.kv_bytes_per_token = 2 * Hkv * d * s.full_layers * kStoreBytes;
+  s.entry_fixed_bytes = (H + H * d * d) * s.linear_layers * kStoreBytes;
+  s.entry_bytes_per_token = s.kv_bytes_per_token;
+  s.entry_t_form = "one scalar per head (constant decay)";
   return s;
 }
 
@@ -127,9 +188,10 @@ ConfigSummary summarize_config(const json& root) {
   HYPIC_REQUIRE(root.is_object(), "config.json: expected a JSON object");
   const std::string type = arch::Fields(root, "").string("model_type", "");
   if (type == "kimi_linear") return kimi_linear(root);
+  if (type == "bailing_moe_linear") return bailing_moe_linear(root);
   if (arch_for_model_type(type) == nullptr)
-    throw Error("config.json: unsupported model_type '" + type +
-                "' (supported: " + supported_architectures() + "; config only: kimi_linear)");
+    throw Error("config.json: unsupported model_type '" + type + "' (supported: " +
+                supported_architectures() + "; config only: kimi_linear, bailing_moe_linear)");
   return runnable(root);
 }
 

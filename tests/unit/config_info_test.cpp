@@ -73,10 +73,27 @@ TEST(ConfigInfo, KimiLinearMatchesThePublishedCheckpoint) {
   EXPECT_EQ(s.kv_bytes_per_token, 7u * 576 * 2);
 }
 
+// Ring-mini-linear-2.0: "16B parameters and 957M activations" (the Ring-linear technical
+// report, arXiv 2510.19338); the 957M are the active parameters without the embeddings.
+TEST(ConfigInfo, RingMiniLinearMatchesThePublishedCounts) {
+  const ConfigSummary s = summary("ring-mini-linear-2.0.json");
+  EXPECT_FALSE(s.runnable);  // a config-only count
+  EXPECT_EQ(s.layers, 20);
+  EXPECT_EQ(s.linear_layers, 16);
+  EXPECT_EQ(s.full_layers, 4);  // layers 4, 9, 14, 19
+  EXPECT_LE(rel(s.active_parameters - s.embedding_parameters, 957e6), 0.01);
+  EXPECT_GE(s.total_parameters, 15.5e9);  // "16B"
+  EXPECT_LT(s.total_parameters, 16.5e9);
+  // 4 softmax layers x (K + V) x 4 KV heads x 128 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 4u * 2 * 4 * 128 * 2);
+  // lightning attention: T is one scalar per head, S 128 x 128 per head, no conv
+  EXPECT_EQ(s.entry_fixed_bytes, 16u * (16 + 16 * 128 * 128) * 2);
+}
+
 TEST(ConfigInfo, UnknownModelTypeIsOneClearLine) {
   const std::string e = test_util::error_of([] { summarize_config({{"model_type", "llama"}}); });
   EXPECT_NE(e.find("unsupported model_type 'llama'"), std::string::npos) << e;
-  EXPECT_NE(e.find("config only: kimi_linear"), std::string::npos) << e;
+  EXPECT_NE(e.find("config only: kimi_linear, bailing_moe_linear"), std::string::npos) << e;
 }
 
 TEST(ConfigInfo, ModelInfoConfigCommand) {

@@ -35,7 +35,9 @@ const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 // max |logit diff| here, prefill / cached decode: qwen3_next T=1 2.4e-6 / 4.9e-6, T=7 8.1e-6 /
 // 7.6e-6, T=64 1.3e-5 / 1.4e-5, T=130 3.9e-5 / 6.5e-6; qwen3_5 (and the sharded copy) 1.7e-6 /
 // 8.8e-6, 4.8e-6 / 5.3e-6, 1.7e-5 / 6.4e-6, 1.9e-5 / 8.2e-6; qwen3_5_bf16 2.3e-6 / 5.4e-6,
-// 5.9e-6 / 7.5e-6, 1.5e-5 / 5.3e-6, 1.6e-5 / 9.6e-6.
+// 5.9e-6 / 7.5e-6, 1.5e-5 / 5.3e-6, 1.6e-5 / 9.6e-6; qwen3_5_moe (and its sharded copy)
+// 1.4e-6 / 1.7e-5, 5.7e-6 / 8.3e-6, 1.1e-5 / 7.5e-6, 2.3e-5 / 1.9e-5; qwen3_5_moe_bf16
+// 1.4e-6 / 1.4e-5, 1.1e-5 / 5.3e-6, 9.4e-6 / 6.4e-6, 1.2e-5 / 1.2e-5.
 constexpr float kLogitTol = 1e-4f;
 
 std::vector<std::string> golden_models() {
