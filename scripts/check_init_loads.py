@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that `hypic model init` writes checkpoints transformers loads as they are.
 
-For each architecture (qwen3_next, qwen3_5) and each stored dtype (f32, bf16), the tiny
+For each architecture (qwen3_next, qwen3_5, qwen3_5_moe) and each stored dtype (f32, bf16), the tiny
 preset is written with hypic and loaded with transformers' AutoModelForCausalLM:
 no missing, unexpected or mismatched keys; every parameter equals the stored tensor;
 a forward pass gives finite, non-degenerate logits. For every preset the parameter
@@ -141,10 +141,10 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="hypic-init-")
     os.makedirs(work, exist_ok=True)
     ok = True
-    for arch in ("qwen3_next", "qwen3_5"):
+    for arch in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
         for dtype in ("f32", "bf16"):
             ok &= check_load(hypic, work, arch, dtype)
-    for arch in ("qwen3_next", "qwen3_5"):
+    for arch in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
         for preset in ("tiny", "small") + (() if args.skip_bench else ("bench",)):
             ok &= check_count(hypic, work, arch, preset)
     if not args.keep:

@@ -47,6 +47,7 @@ void register_commands(CLI::App& app) {
   add_store_commands(app);
   add_eval_command(app);
   add_chat_command(app);
+  add_tokenize_command(app);
 }
 
 int run_selected(CLI::App& app) {

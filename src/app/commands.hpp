@@ -33,5 +33,6 @@ void add_store_commands(CLI::App& app);  // `store merge`
 void add_bench_ttft(CLI::App& bench);    // a `hypic bench` subcommand
 void add_eval_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace hypic::app

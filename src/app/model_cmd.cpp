@@ -2,12 +2,16 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/config_info.hpp"
 #include "model/presets.hpp"
 #include "model/tokenizer.hpp"
 
@@ -97,6 +101,46 @@ int run_info(const std::string& dir) {
   return 0;
 }
 
+// `model info --config FILE`: what config.json alone says (no weights are read).
+int run_info_config(const std::string& path) {
+  using namespace hypic::model;
+  std::ifstream in(path);
+  HYPIC_REQUIRE(in.good(), path + ": cannot open");
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path + ": invalid JSON: " + e.what());
+  }
+  ConfigSummary s;
+  try {
+    s = summarize_config(root);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind("config.json: ", 0) == 0) msg = msg.substr(13);
+    if (msg.rfind("config: ", 0) == 0) msg = msg.substr(8);
+    throw Error(path + ": " + msg);
+  }
+  std::printf("config       : %s\n", path.c_str());
+  std::printf("architecture : %s (model_type %s)%s\n", s.architecture.c_str(), s.model_type.c_str(),
+              s.runnable ? "" : " -- config-only count, hypic cannot run this architecture yet");
+  std::printf("layers       : %d (%d %s, %d %s)\n", s.layers, s.linear_layers,
+              s.linear_kind.c_str(), s.full_layers, s.full_kind.c_str());
+  std::printf("parameters   : %" PRIu64 " (%s) total, %" PRIu64
+              " (%s) active per token, %s of them without the embeddings\n",
+              s.total_parameters, human_count(s.total_parameters).c_str(), s.active_parameters,
+              human_count(s.active_parameters).c_str(),
+              human_count(s.active_parameters - s.embedding_parameters).c_str());
+  std::printf("kv cache     : %" PRIu64 " bytes per token (bf16, %d full-attention layers)\n",
+              s.kv_bytes_per_token, s.full_layers);
+  std::printf("segment entry: %" PRIu64
+              " bytes (%s) per segment for the %d linear layers + %" PRIu64
+              " bytes per cached token (bf16; T %s)\n",
+              s.entry_fixed_bytes, human_bytes(static_cast<double>(s.entry_fixed_bytes)).c_str(),
+              s.linear_layers, s.entry_bytes_per_token, s.entry_t_form.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
@@ -126,10 +170,17 @@ void add_model_commands(CLI::App& app) {
       ->capture_default_str();
   on_run(init, [io] { return run_init(io->arch, io->preset, io->seed, io->out, io->dtype); });
 
-  auto* info = model->add_subcommand("info", "Print a checkpoint's layer layout, size and dtype");
+  auto* info = model->add_subcommand(
+      "info", "Print a checkpoint's layer layout, size and dtype (or a config.json's, --config)");
   auto dir = std::make_shared<std::string>();
-  info->add_option("--model", *dir, "Model folder (config.json + safetensors)")->required();
-  on_run(info, [dir] { return run_info(*dir); });
+  auto config = std::make_shared<std::string>();
+  auto* model_opt = info->add_option("--model", *dir, "Model folder (config.json + safetensors)");
+  auto* config_opt =
+      info->add_option("--config", *config, "A config.json alone: parameters and cache sizes");
+  model_opt->excludes(config_opt);
+  info->require_option(1);
+  on_run(info,
+         [dir, config] { return config->empty() ? run_info(*dir) : run_info_config(*config); });
 }
 
 }  // namespace hypic::app

@@ -432,7 +432,8 @@ void save_checkpoint(const std::string& dir, const ModelConfig& config, const Mo
     HYPIC_REQUIRE(out.good(), dir + "/config.json: write failed");
   }
 
-  const std::vector<Slot> slots = build_slots(config, save_prefix(config), false);
+  const std::vector<Slot> slots =
+      build_slots(config, save_prefix(config), config.arch_spec().saves_fused_experts());
   // Shards: consecutive slots until the byte budget is reached (at least one per shard).
   std::vector<std::vector<size_t>> shards(1);
   uint64_t in_shard = 0, total = 0;

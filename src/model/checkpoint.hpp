@@ -47,9 +47,11 @@ struct HfTensor {
   std::string name;
   std::vector<int64_t> shape;
 };
-// Every tensor save_checkpoint writes for this config, in a fixed order, under the
+// Every tensor of the config's Hugging Face layout, in a fixed order, under the
 // architecture's first weight prefix (e.g. Qwen3.5's `model.language_model.`); experts are
-// listed one by one (`mlp.experts.<e>.{gate,up,down}_proj.weight`).
+// listed one by one (`mlp.experts.<e>.{gate,up,down}_proj.weight`). save_checkpoint writes
+// these, except that an architecture whose checkpoints fuse the experts
+// (ArchSpec::saves_fused_experts) gets them as the two stacks per layer.
 std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
 
 // Canonical weights assembled from Hugging Face tensors: `produce` is called once for

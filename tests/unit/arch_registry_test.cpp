@@ -33,8 +33,8 @@ const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 TEST(ArchRegistry, ListsTheSupportedArchitectures) {
   std::vector<std::string> names;
   for (const ArchSpec* a : architectures()) names.push_back(a->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5"}));
-  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5");
+  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe"}));
+  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5, qwen3_5_moe");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size())
       << "two architectures share a name";
 }
@@ -52,14 +52,17 @@ TEST(ArchRegistry, LookupByNameAndModelType) {
     }
   }
   EXPECT_EQ(arch_for_model_type("qwen3_5_text"), &parse_arch("qwen3_5"));
+  EXPECT_EQ(arch_for_model_type("qwen3_5_moe_text"), &parse_arch("qwen3_5_moe"));
   EXPECT_EQ(arch_for_model_type("llama"), nullptr);
 }
 
 TEST(ArchRegistry, UnknownNamesListTheSupportedOnes) {
   const std::string cfg = error_of([] { ModelConfig::from_json({{"model_type", "foo"}}); });
-  EXPECT_EQ(cfg, "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5)");
+  EXPECT_EQ(
+      cfg,
+      "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
   const std::string arch = error_of([] { parse_arch("foo"); });
-  EXPECT_EQ(arch, "unknown architecture 'foo' (supported: qwen3_next, qwen3_5)");
+  EXPECT_EQ(arch, "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
   for (const ArchSpec* a : architectures()) {
     const std::string preset = error_of([&] { preset_config(*a, "huge"); });
     EXPECT_NE(preset.find("unknown preset 'huge'"), std::string::npos) << preset;
@@ -158,6 +161,38 @@ TEST(ArchRegistry, EveryArchitectureHasAGoldenModel) {
     std::ifstream in(cfg);
     EXPECT_EQ(ModelConfig::from_json(json::parse(in)).arch, a) << cfg;
   }
+}
+
+// qwen3_5_moe saves its experts as transformers keeps them (two fused stacks per layer, no
+// per-expert tensors) and reads them back to the same weights.
+TEST(ArchRegistry, Qwen35MoeSavesFusedExpertStacks) {
+  TempDir tmp("hypic-moe");
+  const ModelConfig c = preset_config(parse_arch("qwen3_5_moe"), "tiny");
+  const ModelWeights w = random_weights(c, 9);
+  const std::string d = tmp.file("m");
+  save_checkpoint(d, c, w, DType::F32);
+  const SafetensorsFile f(d + "/model.safetensors");
+  const std::string L = "model.language_model.layers.1.mlp.";
+  const int64_t E = c.num_experts, I = c.moe_intermediate_size, H = c.hidden_size;
+  ASSERT_TRUE(f.contains(L + "experts.gate_up_proj"));
+  EXPECT_EQ(f.read(L + "experts.gate_up_proj").shape(), (std::vector<int64_t>{E, 2 * I, H}));
+  EXPECT_EQ(f.read(L + "experts.down_proj").shape(), (std::vector<int64_t>{E, H, I}));
+  EXPECT_FALSE(f.contains(L + "experts.0.gate_proj.weight"));
+  EXPECT_TRUE(f.contains(L + "shared_expert_gate.weight"));
+  EXPECT_TRUE(f.contains("lm_head.weight"));
+  // Expert 2's up rows are rows I..2I of its slice of the stack.
+  const Tensor gu = f.read(L + "experts.gate_up_proj");
+  const Tensor& mine = w.layers[1].moe.experts[2].gate_up;
+  EXPECT_EQ(gu.data()[(2 * 2 * I + I) * H + 3], mine.data()[I * H + 3]);
+
+  const LoadedModel m = load_checkpoint(d);
+  for (size_t l = 0; l < w.layers.size(); ++l)
+    for (size_t e = 0; e < w.layers[l].moe.experts.size(); ++e) {
+      EXPECT_EQ(m.weights.layers[l].moe.experts[e].gate_up.to_vector(),
+                w.layers[l].moe.experts[e].gate_up.to_vector());
+      EXPECT_EQ(m.weights.layers[l].moe.experts[e].down.to_vector(),
+                w.layers[l].moe.experts[e].down.to_vector());
+    }
 }
 
 }  // namespace

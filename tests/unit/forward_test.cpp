@@ -35,7 +35,9 @@ const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 // max |logit diff| here, prefill / cached decode: qwen3_next T=1 2.4e-6 / 4.9e-6, T=7 8.1e-6 /
 // 7.6e-6, T=64 1.3e-5 / 1.4e-5, T=130 3.9e-5 / 6.5e-6; qwen3_5 (and the sharded copy) 1.7e-6 /
 // 8.8e-6, 4.8e-6 / 5.3e-6, 1.7e-5 / 6.4e-6, 1.9e-5 / 8.2e-6; qwen3_5_bf16 2.3e-6 / 5.4e-6,
-// 5.9e-6 / 7.5e-6, 1.5e-5 / 5.3e-6, 1.6e-5 / 9.6e-6.
+// 5.9e-6 / 7.5e-6, 1.5e-5 / 5.3e-6, 1.6e-5 / 9.6e-6; qwen3_5_moe (and its sharded copy)
+// 1.4e-6 / 1.7e-5, 5.7e-6 / 8.3e-6, 1.1e-5 / 7.5e-6, 2.3e-5 / 1.9e-5; qwen3_5_moe_bf16
+// 1.4e-6 / 1.4e-5, 1.1e-5 / 5.3e-6, 9.4e-6 / 6.4e-6, 1.2e-5 / 1.2e-5.
 constexpr float kLogitTol = 1e-4f;
 
 std::vector<std::string> golden_models() {
@@ -48,11 +50,16 @@ std::vector<std::string> golden_models() {
   return names;
 }
 
-// The reference file of a model folder; the sharded copy shares qwen3_5's.
+// The reference file of a model folder; a sharded copy `<name>_sharded` shares <name>'s.
 std::string reference_path(const std::string& name) {
   const fs::path own = fs::path(kGolden) / name / "reference.safetensors";
   if (fs::exists(own)) return own.string();
-  return (fs::path(kGolden) / "qwen3_5" / "reference.safetensors").string();
+  const std::string suffix = "_sharded";
+  const std::string base = name.size() > suffix.size() && name.compare(name.size() - suffix.size(),
+                                                                       suffix.size(), suffix) == 0
+                               ? name.substr(0, name.size() - suffix.size())
+                               : name;
+  return (fs::path(kGolden) / base / "reference.safetensors").string();
 }
 
 // HYPIC_TEST_DEVICE=cuda (scripts/device_check.sh) runs the golden and cache-contract models on
@@ -108,9 +115,10 @@ TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(golden_models()),
                          [](const auto& test_param) { return test_param.param; });
 
-TEST(GoldenData, AllFourModelsPresent) {
+TEST(GoldenData, AllModelsPresent) {
   const auto names = golden_models();
-  for (const char* n : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded"})
+  for (const char* n : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded", "qwen3_5_moe",
+                        "qwen3_5_moe_bf16", "qwen3_5_moe_sharded"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
@@ -191,7 +199,7 @@ TEST_P(CacheContract, DecodeEqualsRecompute) {
   EXPECT_EQ(cache.n_tokens, 75);
 }
 
-// Every registered architecture (qwen3_next, qwen3_5 today).
+// Every registered architecture (qwen3_next, qwen3_5, qwen3_5_moe today).
 std::vector<std::string> registered_architectures() {
   std::vector<std::string> names;
   for (const hypic::model::ArchSpec* a : hypic::model::architectures()) names.push_back(a->name());

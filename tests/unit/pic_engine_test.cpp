@@ -65,7 +65,8 @@ InferenceCache recompute(Model& m, const std::vector<int32_t>& prefix,
 }
 
 TEST(PicEngine, FirstLinearLayerComposedStateEqualsRecompute) {
-  for (const char* arch : {"qwen3_5", "qwen3_next"}) {
+  for (const hypic::model::ArchSpec* spec : hypic::model::architectures()) {
+    const char* arch = spec->name();
     Model m = tiny_model(arch);
     std::mt19937 rng(11);
     const int V = m.config().vocab_size;

@@ -28,11 +28,17 @@ using hypic::pic::Query;
 using hypic::pic::QueryResult;
 
 struct Fixture {
-  hypic::model::ModelConfig cfg =
-      hypic::model::preset_config(hypic::model::parse_arch("qwen3_5"), "tiny");
-  Model model = pic_test::remembering_tiny_model("qwen3_5", 21);
-  std::string fp = hypic::pic::model_fingerprint(model.config(), model.weights());
+  explicit Fixture(const std::string& arch = "qwen3_5")
+      : cfg(hypic::model::preset_config(hypic::model::parse_arch(arch), "tiny")),
+        model(pic_test::remembering_tiny_model(arch, 21)),
+        fp(hypic::pic::model_fingerprint(model.config(), model.weights())) {}
+  hypic::model::ModelConfig cfg;
+  Model model;
+  std::string fp;
 };
+
+// The fidelity tests run on every registered architecture.
+class PicModesPerArch : public ::testing::TestWithParam<std::string> {};
 
 using pic_test::random_tokens;
 
@@ -55,8 +61,8 @@ Distance distance(const QueryResult& full, const QueryResult& r) {
                                   full.last_hidden.size())};
 }
 
-TEST(PicModes, JunctionWindowsHelpAndTransitionsMatter) {
-  Fixture f;
+TEST_P(PicModesPerArch, JunctionWindowsHelpAndTransitionsMatter) {
+  Fixture f(GetParam());
   std::mt19937 rng(4);
   const int V = f.cfg.vocab_size;
   Engine full(f.model, f.fp, options(Mode::Full, 8));
@@ -80,19 +86,19 @@ TEST(PicModes, JunctionWindowsHelpAndTransitionsMatter) {
     }
   }
   std::printf(
-      "[ modes    ] mean over %d queries of 4 segments: KL(full||mode) first token / "
+      "[ modes    ] %s: mean over %d queries of 4 segments: KL(full||mode) first token / "
       "last hidden rel. error:\n"
       "[ modes    ]   pic W=8 %.3e / %.3e, pic W=0 %.3e / %.3e, pic-addition W=8 "
       "%.3e / %.3e\n",
-      queries, d8.kl, d8.hidden, d0.kl, d0.hidden, da.kl, da.hidden);
+      GetParam().c_str(), queries, d8.kl, d8.hidden, d0.kl, d0.hidden, da.kl, da.hidden);
   EXPECT_LT(d8.kl, d0.kl);
   EXPECT_LT(d8.hidden, d0.hidden);
   EXPECT_LT(3 * d0.kl, da.kl);
   EXPECT_LT(2 * d0.hidden, da.hidden);
 }
 
-TEST(PicModes, PrefixAgreesWithFullWhenThePrefixMatches) {
-  Fixture f;
+TEST_P(PicModesPerArch, PrefixAgreesWithFullWhenThePrefixMatches) {
+  Fixture f(GetParam());
   std::mt19937 rng(8);
   const int V = f.cfg.vocab_size;
   const auto pre = random_tokens(rng, 6, V);
@@ -223,10 +229,10 @@ TEST(PicModes, DamagedStoreEntryIsReportedRecomputedAndReplaced) {
   fs::remove(path);
 }
 
-TEST(PicModes, SingleSegmentPromptsAgreeAcrossModes) {
+TEST_P(PicModesPerArch, SingleSegmentPromptsAgreeAcrossModes) {
   // One segment at offset 0 from an empty cache: composition is exact in every layer, and
   // addition equals composition when there is no junction (the incoming state is zero).
-  Fixture f;
+  Fixture f(GetParam());
   std::mt19937 rng(2);
   const int V = f.cfg.vocab_size;
   const Query q{"one", {}, {random_tokens(rng, 90, V)}, random_tokens(rng, 6, V), 6};
@@ -251,5 +257,14 @@ TEST(PicModes, RefusesBadQueries) {
   std::vector<int32_t> huge(static_cast<size_t>(f.cfg.max_position_embeddings) + 1, 1);
   EXPECT_THROW(e.run(Query{"x", {}, {huge}, {3}, 1}), hypic::Error);  // longer than context
 }
+
+std::vector<std::string> registered_architectures() {
+  std::vector<std::string> names;
+  for (const hypic::model::ArchSpec* a : hypic::model::architectures()) names.push_back(a->name());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PicModesPerArch, ::testing::ValuesIn(registered_architectures()),
+                         [](const auto& test_param) { return test_param.param; });
 
 }  // namespace

@@ -58,6 +58,10 @@ class ArchSpec {
   // Tensor-name prefixes that loading skips without complaint (parts hypic does not run,
   // such as multi-token prediction heads or a vision tower).
   virtual std::vector<std::string> ignored_prefixes() const = 0;
+  // Whether saving writes the experts as fused stacks (mlp.experts.gate_up_proj [E, 2I, H],
+  // mlp.experts.down_proj [E, H, I]) rather than one tensor per expert: true where
+  // transformers knows no per-expert form of the architecture. Loading reads either.
+  virtual bool saves_fused_experts() const { return false; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and
   // the names of the tensors the checkpoint holds.
   virtual void adjust_loaded_config(const nlohmann::json& /*raw*/,

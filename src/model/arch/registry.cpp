@@ -8,12 +8,14 @@ namespace hypic::model {
 namespace arch {
 const ArchSpec& qwen3_next();
 const ArchSpec& qwen3_5();
+const ArchSpec& qwen3_5_moe();
 }  // namespace arch
 
 const std::vector<const ArchSpec*>& architectures() {
   static const std::vector<const ArchSpec*> all = {
       &arch::qwen3_next(),
       &arch::qwen3_5(),
+      &arch::qwen3_5_moe(),
   };
   return all;
 }

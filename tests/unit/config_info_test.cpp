@@ -1,0 +1,120 @@
+// Config-only summaries of the published models (tests/data/configs, sources in its README):
+// parameter counts against the published figures, the layer split, and the cache sizes
+// computed by hand from the config; and `hypic model info --config` through the binary.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_test_util.hpp"
+#include "error_of.hpp"
+#include "model/config_info.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using hypic::model::ConfigSummary;
+using hypic::model::summarize_config;
+using nlohmann::json;
+
+const std::string kConfigs = std::string(HYPIC_TEST_DATA_DIR) + "/configs";
+
+ConfigSummary summary(const std::string& file) {
+  std::ifstream in(kConfigs + "/" + file);
+  return summarize_config(json::parse(in));
+}
+
+double rel(uint64_t got, double published) {
+  return std::fabs(static_cast<double>(got) - published) / published;
+}
+
+// Qwen3.5-35B-A3B, text decoder: "35B in total" (model card). The checkpoint also holds a
+// vision tower and an MTP layer, which the card's figure and hypic's count leave out.
+TEST(ConfigInfo, Qwen35MoeMatchesThePublishedCount) {
+  const ConfigSummary s = summary("qwen3.5-35b-a3b.json");
+  EXPECT_TRUE(s.runnable);
+  EXPECT_EQ(s.architecture, "qwen3_5_moe");
+  EXPECT_EQ(s.layers, 40);
+  EXPECT_EQ(s.linear_layers, 30);
+  EXPECT_EQ(s.full_layers, 10);
+  std::printf("[ config   ] qwen3.5-35b-a3b: %llu total, %llu active\n",
+              static_cast<unsigned long long>(s.total_parameters),
+              static_cast<unsigned long long>(s.active_parameters));
+  EXPECT_LE(rel(s.total_parameters, 35e9), 0.01);
+  // "3B activated" is a rounded figure: 8 of 256 experts + the shared one + attention +
+  // embeddings come to 3.5B with the embeddings, 2.4B without.
+  EXPECT_GE(s.active_parameters, 2.5e9);
+  EXPECT_LT(s.active_parameters, 3.5e9);
+  // 10 full layers x (K + V) x 2 KV heads x 256 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 10u * 2 * 2 * 256 * 2);
+  EXPECT_EQ(s.entry_bytes_per_token, s.kv_bytes_per_token);
+  // 30 linear layers x (T 32x128x128 + S 32x128x128 + conv 3 x 8192) x bf16
+  EXPECT_EQ(s.entry_fixed_bytes, 30u * (2 * 32 * 128 * 128 + 3 * 8192) * 2);
+}
+
+// Kimi-Linear-48B-A3B-Instruct: the published checkpoint's tensors add up to 49,122,681,728
+// parameters (its 20 safetensors files, see the README); the name says 48B.
+TEST(ConfigInfo, KimiLinearMatchesThePublishedCheckpoint) {
+  const ConfigSummary s = summary("kimi-linear-48b-a3b-instruct.json");
+  EXPECT_FALSE(s.runnable);  // a config-only count
+  EXPECT_EQ(s.linear_kind, "KDA");
+  EXPECT_EQ(s.full_kind, "MLA");
+  EXPECT_EQ(s.layers, 27);
+  EXPECT_EQ(s.linear_layers, 20);
+  EXPECT_EQ(s.full_layers, 7);
+  EXPECT_LE(rel(s.total_parameters, 49122681728.0), 0.01);
+  EXPECT_GE(s.active_parameters, 2.5e9);  // "A3B"
+  EXPECT_LT(s.active_parameters, 3.5e9);
+  // MLA caches the 512-wide latent and the 64-wide RoPE key: 7 layers x 576 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 7u * 576 * 2);
+}
+
+// Ring-mini-linear-2.0: "16B parameters and 957M activations" (the Ring-linear technical
+// report, arXiv 2510.19338); the 957M are the active parameters without the embeddings.
+TEST(ConfigInfo, RingMiniLinearMatchesThePublishedCounts) {
+  const ConfigSummary s = summary("ring-mini-linear-2.0.json");
+  EXPECT_FALSE(s.runnable);  // a config-only count
+  EXPECT_EQ(s.layers, 20);
+  EXPECT_EQ(s.linear_layers, 16);
+  EXPECT_EQ(s.full_layers, 4);  // layers 4, 9, 14, 19
+  EXPECT_LE(rel(s.active_parameters - s.embedding_parameters, 957e6), 0.01);
+  EXPECT_GE(s.total_parameters, 15.5e9);  // "16B"
+  EXPECT_LT(s.total_parameters, 16.5e9);
+  // 4 softmax layers x (K + V) x 4 KV heads x 128 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 4u * 2 * 4 * 128 * 2);
+  // lightning attention: T is one scalar per head, S 128 x 128 per head, no conv
+  EXPECT_EQ(s.entry_fixed_bytes, 16u * (16 + 16 * 128 * 128) * 2);
+}
+
+TEST(ConfigInfo, UnknownModelTypeIsOneClearLine) {
+  const std::string e = test_util::error_of([] { summarize_config({{"model_type", "llama"}}); });
+  EXPECT_NE(e.find("unsupported model_type 'llama'"), std::string::npos) << e;
+  EXPECT_NE(e.find("config only: kimi_linear, bailing_moe_linear"), std::string::npos) << e;
+}
+
+TEST(ConfigInfo, ModelInfoConfigCommand) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hypic_config_info_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  cli_test::CliRun r =
+      cli_test::run_hypic(dir, "model info --config " + kConfigs + "/qwen3.5-35b-a3b.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("qwen3_5_moe"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("40 (30 Gated DeltaNet, 10 gated attention)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kv cache     : 20480 bytes per token"), std::string::npos) << r.out;
+  r = cli_test::run_hypic(dir,
+                          "model info --config " + kConfigs + "/kimi-linear-48b-a3b-instruct.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("config-only count"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("49122681728"), std::string::npos) << r.out;
+  cli_test::expect_one_line_error(
+      cli_test::run_hypic(dir, "model info --config " + (dir / "missing.json").string()),
+      "cannot open");
+  fs::remove_all(dir);
+}
+
+}  // namespace
