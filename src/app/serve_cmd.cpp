@@ -19,7 +19,6 @@
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "eval/metrics.hpp"
-#include "hypic/kernels/blas.hpp"
 #include "pic/fidelity.hpp"
 #include "store/segment_store.hpp"
 
@@ -111,7 +110,6 @@ int run_serve(const ServeArgs& a) {
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
-  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
     cluster::run_worker(comm.get(), *m.model, junction);

@@ -5,6 +5,7 @@
 
 #include "bench/timing.hpp"
 #include "hypic/error.hpp"
+#include "hypic/kernels/threads.hpp"
 
 namespace hypic::bench {
 
@@ -32,10 +33,10 @@ BlasResult run_blas(const BlasOptions& o) {
   r.blas = kernels::blas_info();
   const int max_threads = std::max(1, r.blas.threads);
   for (int t = 1; t <= max_threads; ++t) {
-    kernels::set_blas_threads(t);
+    kernels::set_threads(t);
     r.rates.push_back({t, measure_sgemm_gflops(o.n, o.reps)});
   }
-  kernels::set_blas_threads(max_threads);
+  kernels::set_threads(max_threads);
   return r;
 }
 

@@ -17,6 +17,15 @@ struct ForwardOptions {
   int seed = 0;        // seed of the random prompt
   int sgemm_n = 2048;  // the sgemm reference: n x n x n products, median of sgemm_reps
   int sgemm_reps = 5;
+  std::vector<int> threads;  // thread counts to measure, in order; empty: the current count
+};
+
+// One thread count's prefill: median time and the parts of its first timed run.
+struct ForwardAtThreads {
+  int threads = 1;
+  double prefill_seconds_median = 0;
+  std::vector<std::pair<std::string, double>> seconds_by_part;
+  double parts_total = 0;
 };
 
 struct ForwardResult {
@@ -33,15 +42,17 @@ struct ForwardResult {
   double weights_bytes = 0;
   double cache_bytes = 0;  // the inference cache after one prefill
   // Seconds per part of the forward pass in the first timed run, in report order (gdn_proj,
-  // …, lm_head); parts_total is that run's timed total (q/k/v preparation included, which
-  // has no row of its own).
+  // …, lm_head); parts_total is that run's timed total.
   std::vector<std::pair<std::string, double>> seconds_by_part;
   double parts_total = 0;
+  // Every thread count measured (the fields above are the last one's).
+  std::vector<ForwardAtThreads> by_threads;
 };
 
 // Measures the sgemm rate, then loads the model folder and prefills a random prompt of
-// `options.tokens` ids reps + 1 times (the first warms up). In that order, so that the sgemm
-// buffers are gone before the weights arrive and the process's peak memory is the prefill's.
+// `options.tokens` ids reps + 1 times (the first warms up), at each of options.threads. In that
+// order, so that the sgemm buffers are gone before the weights arrive and the process's peak memory
+// is the prefill's.
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& options);
 
 }  // namespace hypic::bench

@@ -1,0 +1,44 @@
+#include "app/run_options.hpp"
+
+#include <mpi.h>
+
+#include "app/commands.hpp"
+#include "cluster/world.hpp"
+#include "hypic/kernels/threads.hpp"
+
+namespace hypic::app {
+namespace {
+struct RunOptions {
+  int threads = 0;  // 0: choose (cluster::choose_threads)
+  std::string threads_source;
+};
+RunOptions& options() {
+  static RunOptions o;
+  return o;
+}
+}  // namespace
+
+void add_run_options(CLI::App& app) {
+  app.fallthrough();  // subcommands pass these options up to the root
+  app.add_option("--threads", options().threads,
+                 "threads for this rank's kernels and BLAS products (default 0: OMP_NUM_THREADS, "
+                 "else SLURM_CPUS_PER_TASK, else the rank's CPUs shared among the ranks of its "
+                 "node)")
+      ->check(non_negative_count());
+}
+
+void apply_run_options() {
+  const cluster::WorldInfo world = cluster::describe_world(MPI_COMM_WORLD);
+  const cluster::ThreadChoice choice = cluster::choose_threads(options().threads, world);
+  kernels::set_threads(choice.threads);
+  options().threads_source = choice.source;
+}
+
+std::string threads_header() {
+  std::string line =
+      "threads: " + std::to_string(kernels::threads()) + " (" + kernels::threading_description();
+  if (!options().threads_source.empty()) line += "; from " + options().threads_source;
+  return line + ")";
+}
+
+}  // namespace hypic::app
