@@ -20,19 +20,20 @@
 namespace hypic::kernels {
 
 GemmTiling gemm_tiling(int m, int n, int k) {
-  // A tile smaller than this (m·n·k) costs more in packing and calls than its thread gains.
-  constexpr int64_t kMinTileWork = int64_t(1) << 21;
-  constexpr int kMinRows = 64, kMinCols = 128, kTargetTiles = 64, kRound = 16;
+  // Each tile repacks the operand it shares with its neighbours, so tiles are few and large:
+  // rows (tokens) are split first, down to kMinRows, then columns down to kMinCols, until
+  // there are kTargetTiles. Measured on one core (Cooperlake kernel, CPU time): 4-16 tiles of
+  // a 1024-token projection run at 85-93 % of one whole call (README, docs/threads.md).
+  constexpr int64_t kMinTileWork = int64_t(1) << 22;  // m·n·k below which a tile is not split
+  constexpr int kMinRows = 256, kMinCols = 512, kTargetTiles = 32, kRound = 16;
   GemmTiling t{m, n, 1, 1};
   auto halve = [](int x) { return ((x + 1) / 2 + kRound - 1) / kRound * kRound; };
   auto work = [k](int64_t rows, int64_t cols) { return rows * cols * std::max(1, k); };
   while (t.tiles() < kTargetTiles) {
-    const bool split_n = t.nb >= 2 * kMinCols && work(t.mb, halve(t.nb)) >= kMinTileWork;
-    const bool split_m = t.mb >= 2 * kMinRows && work(halve(t.mb), t.nb) >= kMinTileWork;
-    if (split_n && (t.nb >= t.mb || !split_m))
-      t.nb = halve(t.nb);
-    else if (split_m)
+    if (t.mb >= 2 * kMinRows && work(halve(t.mb), t.nb) >= kMinTileWork)
       t.mb = halve(t.mb);
+    else if (t.nb >= 2 * kMinCols && work(t.mb, halve(t.nb)) >= kMinTileWork)
+      t.nb = halve(t.nb);
     else
       break;
     t.tm = (m + t.mb - 1) / t.mb;
@@ -112,6 +113,21 @@ BlasInfo blas_info() {
 #endif
   info.threads = threads();
   return info;
+}
+
+void gemm_one_blas_call(int blas_threads, bool trans_a, bool trans_b, int m, int n, int k,
+                        float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+                        float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  threads();
+#if defined(HYPIC_BLAS_OPENBLAS)
+  openblas_set_num_threads(std::max(1, blas_threads));
+#elif defined(HYPIC_BLAS_BLIS)
+  bli_thread_set_num_threads(std::max(1, blas_threads));
+#endif
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  blas_use_one_thread();
 }
 
 void blas_use_one_thread() {

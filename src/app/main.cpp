@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.failure_message(one_line_parse_error);
     app.set_version_flag("--version", std::string("hypic ") + HYPIC_VERSION);
-    hypic::app::add_run_options(app);
     hypic::app::register_commands(app);
+    hypic::app::add_run_options(app);
     try {
       app.parse(argc, argv);
       hypic::app::apply_run_options();

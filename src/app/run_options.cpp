@@ -18,13 +18,30 @@ RunOptions& options() {
 }
 }  // namespace
 
-void add_run_options(CLI::App& app) {
-  app.fallthrough();  // subcommands pass these options up to the root
-  app.add_option("--threads", options().threads,
-                 "threads for this rank's kernels and BLAS products (default 0: OMP_NUM_THREADS, "
-                 "else SLURM_CPUS_PER_TASK, else the rank's CPUs shared among the ranks of its "
-                 "node)")
+namespace {
+void add_threads_option(CLI::App* command) {
+  command
+      ->add_option("--threads", options().threads,
+                   "threads for this rank's kernels and BLAS products (default 0: "
+                   "OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the rank's CPUs shared "
+                   "among the ranks of its node)")
       ->check(non_negative_count());
+}
+
+// Every command and subcommand, except those with a --threads of their own (bench kernels
+// and bench forward take a list of counts).
+void add_to_every_command(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands({})) {
+    if (sub->get_name().empty()) continue;  // an option group
+    if (sub->get_option_no_throw("--threads") == nullptr) add_threads_option(sub);
+    add_to_every_command(sub);
+  }
+}
+}  // namespace
+
+void add_run_options(CLI::App& app) {
+  add_threads_option(&app);
+  add_to_every_command(&app);
 }
 
 void apply_run_options() {

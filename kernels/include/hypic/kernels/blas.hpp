@@ -30,6 +30,11 @@ struct BlasInfo {
   int threads = 1;      // hypic's threads (kernels::threads()); the BLAS runs one per tile
 };
 BlasInfo blas_info();
+// One call of the BLAS on its own `blas_threads` threads, not tiled: what hypic's tiles cost
+// and buy is measured against it (bench blas). Not bit-identical across thread counts.
+void gemm_one_blas_call(int blas_threads, bool trans_a, bool trans_b, int m, int n, int k,
+                        float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+                        float* c, int ldc);
 // Keeps the BLAS library on one thread (hypic runs the tiles in parallel); threads.cpp calls it.
 void blas_use_one_thread();
 
