@@ -51,19 +51,12 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
     at.threads = count;
     at.prefill_seconds_median = median(r.prefill_seconds);
     at.parts_total = parts.total();
-    at.seconds_by_part = {{"gdn_proj", parts.gdn_proj},
-                          {"gdn_conv", parts.gdn_conv},
-                          {"gdn_prep", parts.gdn_prep},
-                          {"gdn_rule", parts.gdn_rule},
-                          {"gdn_out", parts.gdn_out},
-                          {"attn_proj", parts.attn_proj},
-                          {"attn_core", parts.attn_core},
-                          {"attn_out", parts.attn_out},
-                          {"mlp", parts.mlp},
-                          {"moe_experts", parts.moe_experts},
-                          {"moe_shared", parts.moe_shared},
-                          {"norms", parts.embed_norms},
-                          {"lm_head", parts.lm_head}};
+    at.seconds_by_part = {{"gdn_proj", parts.gdn_proj},       {"gdn_conv", parts.gdn_conv},
+                          {"gdn_rule", parts.gdn_rule},       {"gdn_out", parts.gdn_out},
+                          {"attn_proj", parts.attn_proj},     {"attn_core", parts.attn_core},
+                          {"attn_out", parts.attn_out},       {"mlp", parts.mlp},
+                          {"moe_experts", parts.moe_experts}, {"moe_shared", parts.moe_shared},
+                          {"norms", parts.embed_norms},       {"lm_head", parts.lm_head}};
     r.by_threads.push_back(std::move(at));
   }
   kernels::set_threads(threads_before);

@@ -42,7 +42,8 @@ struct ForwardResult {
   double weights_bytes = 0;
   double cache_bytes = 0;  // the inference cache after one prefill
   // Seconds per part of the forward pass in the first timed run, in report order (gdn_proj,
-  // …, lm_head); parts_total is that run's timed total.
+  // …, lm_head); parts_total is that run's timed total (q/k/v preparation included, which
+  // has no row of its own).
   std::vector<std::pair<std::string, double>> seconds_by_part;
   double parts_total = 0;
   // Every thread count measured (the fields above are the last one's).
