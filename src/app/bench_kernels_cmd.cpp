@@ -66,6 +66,9 @@ void print_kernels(const KernelsArgs& a, const bench::KernelsResult& r) {
   for (size_t c = 1; c < r.prefill_seconds.size(); ++c)
     std::printf(" %6.2fx", r.prefill_seconds.front() / std::max(1e-12, r.prefill_seconds[c]));
   std::printf("\n");
+  std::printf("%-24s %7s %7s", "cores used (CPU/wall)", "", "");
+  for (double u : r.cores_used) std::printf(" %8.2f", u);
+  std::printf("\n");
   if (r.threads.size() > 1)
     std::printf("target at %d threads: %s\n", r.threads.back(), target_line(r, 1.7).c_str());
   if (!r.projection.empty()) {
@@ -95,8 +98,11 @@ nlohmann::json kernels_json(const KernelsArgs& a, const bench::KernelsResult& r)
   nlohmann::json rows = nlohmann::json::array(), proj = nlohmann::json::array();
   for (const bench::KernelRow& row : r.rows) rows.push_back(row_json(r, row));
   nlohmann::json prefill = nlohmann::json::object();
-  for (size_t c = 0; c < r.threads.size(); ++c)
+  nlohmann::json cores_used = nlohmann::json::object();
+  for (size_t c = 0; c < r.threads.size(); ++c) {
     prefill[std::to_string(r.threads[c])] = r.prefill_seconds[c];
+    cores_used[std::to_string(r.threads[c])] = r.cores_used[c];
+  }
   for (const bench::Projection& p : r.projection)
     proj.push_back(
         {{"cores", p.cores}, {"prefill_seconds", p.prefill_seconds}, {"speedup", p.speedup}});
@@ -109,6 +115,7 @@ nlohmann::json kernels_json(const KernelsArgs& a, const bench::KernelsResult& r)
           {"threading", r.threading},
           {"blas", r.blas.library + " " + r.blas.kernel},
           {"prefill_seconds_by_threads", prefill},
+          {"cores_used_by_threads", cores_used},
           {"kernels", rows},
           {"other", row_json(r, r.other)},
           {"projection", {{"assumption", r.projection_assumption}, {"cores", proj}}}};

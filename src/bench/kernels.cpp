@@ -1,5 +1,7 @@
 #include "bench/kernels.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <array>
 #include <random>
@@ -169,6 +171,12 @@ class TimingBackend final : public kernels::Backend {
   mutable std::array<int64_t, kOps> calls_{};
 };
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 }  // namespace
 
 double amdahl_parallel_fraction(double t1, double tp, int p) {
@@ -201,19 +209,24 @@ KernelsResult run_kernels(const KernelsOptions& o) {
   std::array<int64_t, kOps> calls{};
   for (size_t c = 0; c < o.threads.size(); ++c) {
     kernels::set_threads(o.threads[c]);
+    double cpu = 0.0, wall = 0.0;
     for (int run = 0; run <= o.reps; ++run) {  // run 0 warms up
       auto cache = net.new_cache();
       timing.clear();
       const auto t0 = Clock::now();
+      const double cpu0 = process_cpu_seconds();
       net.prefill(ids, cache, model::LogitsMode::Last);
       const double total = seconds_since(t0);
       if (run == 0) continue;
+      cpu += process_cpu_seconds() - cpu0;
+      wall += total;
       seconds[kOps][c].push_back(total);
       for (size_t i = 0; i < kOps; ++i) {
         seconds[i][c].push_back(timing.seconds(static_cast<Op>(i)));
         calls[i] = timing.calls(static_cast<Op>(i));
       }
     }
+    r.cores_used.push_back(cpu / std::max(1e-12, wall));
   }
   kernels::set_threads(threads_before);
   r.blas = kernels::blas_info();

@@ -41,9 +41,12 @@ struct KernelsResult {
   std::string threading;                // kernels::threading_description()
   std::vector<int> threads;             // as measured
   std::vector<double> prefill_seconds;  // median per thread count
-  std::vector<KernelRow> rows;          // ops with calls, by share (largest first)
-  KernelRow other;                      // prefill time outside any op (glue, allocation)
-  std::vector<Projection> projection;   // empty unless threads starts at 1 and has two counts
+  // Process CPU seconds over wall seconds of those prefills: the cores the run actually got
+  // (below the thread count when other processes share the cores).
+  std::vector<double> cores_used;
+  std::vector<KernelRow> rows;         // ops with calls, by share (largest first)
+  KernelRow other;                     // prefill time outside any op (glue, allocation)
+  std::vector<Projection> projection;  // empty unless threads starts at 1 and has two counts
   std::string projection_assumption;
 };
 
