@@ -22,8 +22,8 @@ namespace hypic::kernels {
 GemmTiling gemm_tiling(int m, int n, int k) {
   // Each tile repacks the operand it shares with its neighbours, so tiles are few and large:
   // rows (tokens) are split first, down to kMinRows, then columns down to kMinCols, until
-  // there are kTargetTiles. Measured on one core (Cooperlake kernel, CPU time): 4-16 tiles of
-  // a 1024-token projection run at 85-93 % of one whole call (README, docs/threads.md).
+  // there are kTargetTiles. Measured on one core (Cooperlake kernel, CPU time): 8-32 tiles of
+  // 1024-token products run at 85-94 % of one whole call (README).
   constexpr int64_t kMinTileWork = int64_t(1) << 22;  // m·n·k below which a tile is not split
   constexpr int kMinRows = 256, kMinCols = 512, kTargetTiles = 32, kRound = 16;
   GemmTiling t{m, n, 1, 1};
