@@ -230,7 +230,10 @@ TEST_F(Threads, MoeAndComposeAreBitIdenticalAtEveryThreadCount) {
 // entry are bit-identical at 1, 2 and 3 threads (the condition README states).
 TEST_F(Threads, PrefillAndSegmentEntriesAreBitIdenticalAtEveryThreadCount) {
   namespace model = hypic::model;
-  const model::ModelConfig cfg = model::preset_config(model::parse_arch("qwen3_5"), "small");
+  model::ModelConfig cfg = model::preset_config(model::parse_arch("qwen3_5"), "small");
+  // A wider MLP: its down projection sums over k = 1200, a depth at which OpenBLAS's own
+  // threads sum in another order than its single thread (so this test sees that difference).
+  cfg.intermediate_size = 1200;
   model::Model net(cfg, model::random_weights(cfg, 3));
   std::mt19937 rng(4);
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
