@@ -5,15 +5,21 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "cluster/world.hpp"
 #include "common/startup.hpp"
+#include "hypic/kernels/threads.hpp"
 
 int main(int argc, char** argv) {
-  hypic::reexec_for_blas_kernel(argc, argv);
+  hypic::reexec_for_runtime_settings(argc, argv);
   MPI_Init(&argc, &argv);
   int result = 0;
   {
     Kokkos::initialize(argc, argv);
     ::testing::InitGoogleTest(&argc, argv);
+    // As the hypic command does: each rank's share of its node, so that the MPI tests'
+    // ranks do not oversubscribe the cores.
+    hypic::kernels::set_threads(
+        hypic::cluster::choose_threads(0, hypic::cluster::describe_world()).threads);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank != 0) {

@@ -12,6 +12,8 @@
 #   STORE           segment store (default $HYPIC_ROOT/outputs/store/warmup.h5)
 #   JUNCTION        junction window, tokens or a share in (0,1] (default 8)
 #   NTASKS          MPI ranks per hypic run (default $SLURM_NTASKS, else 1)
+#   THREADS         threads per rank for kernels and BLAS (default $SLURM_CPUS_PER_TASK, i.e.
+#                   sbatch -c N / --cpus-per-task, else 1): srun --cpus-per-task and hypic --threads
 #   HYPIC_LAUNCHER  srun (default) | mpirun: how ranks start inside the allocation
 #   HYPIC_SRUN_MPI  srun MPI plugin (default pmix; see docs/slurm.md for pmi2)
 #   HYPIC_ARGS      extra arguments appended to the hypic subcommand
@@ -27,6 +29,7 @@ QUERIES=${QUERIES:-$HYPIC_ROOT/inputs/corpus/synthqa_queries.jsonl}
 STORE=${STORE:-$HYPIC_ROOT/outputs/store/warmup.h5}
 JUNCTION=${JUNCTION:-8}
 NTASKS=${NTASKS:-${SLURM_NTASKS:-1}}
+THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 HYPIC_LAUNCHER=${HYPIC_LAUNCHER:-srun}
 HYPIC_SRUN_MPI=${HYPIC_SRUN_MPI:-pmix}
 HYPIC_ARGS=${HYPIC_ARGS:-}
@@ -63,12 +66,13 @@ hypic_rank_args() {
 hypic_launch() {
   case "$HYPIC_LAUNCHER" in
     srun)
-      hypic_log "+ srun --mpi=$HYPIC_SRUN_MPI -n $NTASKS $HYPIC_BIN $*"
-      srun --mpi="$HYPIC_SRUN_MPI" -n "$NTASKS" --kill-on-bad-exit=1 "$HYPIC_BIN" "$@"
+      hypic_log "+ srun --mpi=$HYPIC_SRUN_MPI -n $NTASKS -c $THREADS $HYPIC_BIN --threads $THREADS $*"
+      srun --mpi="$HYPIC_SRUN_MPI" -n "$NTASKS" --cpus-per-task="$THREADS" --kill-on-bad-exit=1 \
+        "$HYPIC_BIN" --threads "$THREADS" "$@"
       ;;
     mpirun)
-      hypic_log "+ mpirun -n $NTASKS $HYPIC_BIN $*"
-      mpirun -n "$NTASKS" "$HYPIC_BIN" "$@"
+      hypic_log "+ mpirun -n $NTASKS $HYPIC_BIN --threads $THREADS $*"
+      mpirun -n "$NTASKS" "$HYPIC_BIN" --threads "$THREADS" "$@"
       ;;
     *) hypic_die "HYPIC_LAUNCHER must be srun or mpirun, not '$HYPIC_LAUNCHER'" ;;
   esac
@@ -76,5 +80,5 @@ hypic_launch() {
 
 hypic_job_banner() { # hypic_job_banner NAME: what runs where, for the job log
   hypic_log "$1: job ${SLURM_JOB_ID:-none}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID)} on ${SLURMD_NODENAME:-$(hostname)}, $(date -Is)"
-  hypic_log "  HYPIC_BIN=$HYPIC_BIN NTASKS=$NTASKS HYPIC_LAUNCHER=$HYPIC_LAUNCHER HYPIC_SRUN_MPI=$HYPIC_SRUN_MPI"
+  hypic_log "  HYPIC_BIN=$HYPIC_BIN NTASKS=$NTASKS THREADS=$THREADS HYPIC_LAUNCHER=$HYPIC_LAUNCHER HYPIC_SRUN_MPI=$HYPIC_SRUN_MPI"
 }

@@ -1,13 +1,14 @@
-// Host element-wise activations: one Kokkos work item per row, f32 like the references.
+// Host element-wise activations: rows in parallel (parallel.hpp), f32 like the references.
 #include "hypic/kernels/activation.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+
+#include "parallel.hpp"
 
 namespace hypic::kernels {
 namespace {
-using HostExec = Kokkos::DefaultHostExecutionSpace;
 
 inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
@@ -20,7 +21,7 @@ inline float softplus(float x) {
 }  // namespace
 
 void swiglu(const float* gate_up, float* out, int rows, int width) {
-  Kokkos::parallel_for("swiglu", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+  host::parallel_for(rows, 8 * int64_t(width), [=](const int64_t r) {
     const float* gate = gate_up + static_cast<size_t>(r) * 2 * width;
     const float* up = gate + width;
     float* y = out + static_cast<size_t>(r) * width;
@@ -29,7 +30,7 @@ void swiglu(const float* gate_up, float* out, int rows, int width) {
 }
 
 void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) {
-  Kokkos::parallel_for("sigmoid_gate", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+  host::parallel_for(rows, 8 * int64_t(cols), [=](const int64_t r) {
     float* xr = x + static_cast<size_t>(r) * cols;
     const float* gr = gate + static_cast<size_t>(r) * gate_ld;
     for (int c = 0; c < cols; ++c) xr[c] *= sigmoid(gr[c]);
@@ -37,18 +38,17 @@ void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) 
 }
 
 void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols) {
-  Kokkos::parallel_for("add_sigmoid_scaled", Kokkos::RangePolicy<HostExec>(0, rows),
-                       [=](const int r) {
-                         float* xr = x + static_cast<size_t>(r) * cols;
-                         const float* yr = y + static_cast<size_t>(r) * cols;
-                         const float s = sigmoid(logit[r]);
-                         for (int c = 0; c < cols; ++c) xr[c] += s * yr[c];
-                       });
+  host::parallel_for(rows, 2 * int64_t(cols), [=](const int64_t r) {
+    float* xr = x + static_cast<size_t>(r) * cols;
+    const float* yr = y + static_cast<size_t>(r) * cols;
+    const float s = sigmoid(logit[r]);
+    for (int c = 0; c < cols; ++c) xr[c] += s * yr[c];
+  });
 }
 
 void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
                float* beta, float* g, int rows, int heads) {
-  Kokkos::parallel_for("gdn_gates", Kokkos::RangePolicy<HostExec>(0, rows), [=](const int r) {
+  host::parallel_for(rows, 16 * int64_t(heads), [=](const int64_t r) {
     const float* br = b + static_cast<size_t>(r) * ld;
     const float* ar = a + static_cast<size_t>(r) * ld;
     for (int h = 0; h < heads; ++h) {

@@ -1,7 +1,8 @@
 // Host causal attention: per kv head and block of kBlock queries, the queries of every head
 // sharing that kv head are stacked, their scores against all visible keys are one sgemm,
 // the masked softmax runs row by row (vectorisable exp), and the weighted values are a
-// second sgemm.
+// second sgemm. The (kv head, query block) items are independent and run in parallel
+// (parallel.hpp), each with its products on its own thread.
 #include "hypic/kernels/attention.hpp"
 
 #include <algorithm>
@@ -9,8 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "hypic/kernels/blas.hpp"
+#include "parallel.hpp"
 
 namespace hypic::kernels {
 namespace {
@@ -77,6 +80,15 @@ namespace {
 int query_block(const AttentionDims& d) {
   return std::min(d.T, kBlock);
 }
+
+// The caller's workspace serves the thread in slot 0; every other thread of the team keeps its
+// own, grown once and reused by later calls.
+float* thread_workspace(float* work, size_t floats) {
+  if (host::thread_slot() == 0) return work;
+  thread_local std::vector<float> own;
+  if (own.size() < floats) own.resize(floats);
+  return own.data();
+}
 }  // namespace
 
 size_t attention_workspace_floats(const AttentionDims& d) {
@@ -95,35 +107,38 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);
   const size_t hd = static_cast<size_t>(d.hd);
-  // The query heads sharing one kv head are stacked (head-major) so the scores of the whole
-  // group are one product against the shared keys.
-  float* scores = work;                                           // [group·bq, ≤ n_kv]
-  float* qs = scores + static_cast<size_t>(group) * bq * d.n_kv;  // [group·bq, hd]
-  float* os = qs + static_cast<size_t>(group) * bq * hd;          // [group·bq, hd]
-  for (int g = 0; g < d.Hkv; ++g) {
+  const size_t work_floats = attention_workspace_floats(d);
+  const int blocks = (d.T + bq - 1) / bq;
+  const int64_t item_work = int64_t(group) * bq * (past + d.T) * int64_t(hd) * 2;
+  host::parallel_for(int64_t(d.Hkv) * blocks, item_work, [&](int64_t item) {
+    const int g = static_cast<int>(item / blocks);
+    const int q0 = static_cast<int>(item % blocks) * bq;
+    // The query heads sharing one kv head are stacked (head-major) so the scores of the whole
+    // group are one product against the shared keys.
+    float* scores = thread_workspace(work, work_floats);            // [group·bq, ≤ n_kv]
+    float* qs = scores + static_cast<size_t>(group) * bq * d.n_kv;  // [group·bq, hd]
+    float* os = qs + static_cast<size_t>(group) * bq * hd;          // [group·bq, hd]
     const float* kg = k + g * hd;
     const float* vg = v + g * hd;
-    for (int q0 = 0; q0 < d.T; q0 += bq) {
-      const int nq = std::min(bq, d.T - q0);
-      const int rows = group * nq;
-      const int width = past + q0 + nq;  // keys visible to the block's last query
-      for (int j = 0; j < group; ++j)
-        for (int t = 0; t < nq; ++t)
-          std::memcpy(
-              qs + (static_cast<size_t>(j) * nq + t) * hd,
-              q + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
-              hd * sizeof(float));
-      gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
-      for (int r = 0; r < rows; ++r)
-        masked_softmax_row(scores + static_cast<size_t>(r) * width, past + q0 + r % nq + 1, width);
-      gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
-      for (int j = 0; j < group; ++j)
-        for (int t = 0; t < nq; ++t)
-          std::memcpy(
-              out + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
-              os + (static_cast<size_t>(j) * nq + t) * hd, hd * sizeof(float));
-    }
-  }
+    const int nq = std::min(bq, d.T - q0);
+    const int rows = group * nq;
+    const int width = past + q0 + nq;  // keys visible to the block's last query
+    for (int j = 0; j < group; ++j)
+      for (int t = 0; t < nq; ++t)
+        std::memcpy(
+            qs + (static_cast<size_t>(j) * nq + t) * hd,
+            q + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
+            hd * sizeof(float));
+    gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
+    for (int r = 0; r < rows; ++r)
+      masked_softmax_row(scores + static_cast<size_t>(r) * width, past + q0 + r % nq + 1, width);
+    gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
+    for (int j = 0; j < group; ++j)
+      for (int t = 0; t < nq; ++t)
+        std::memcpy(
+            out + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
+            os + (static_cast<size_t>(j) * nq + t) * hd, hd * sizeof(float));
+  });
 }
 
 }  // namespace hypic::kernels

@@ -1,18 +1,17 @@
-// T·S composition on the host: (layer, head) pairs are independent, so one Kokkos parallel_for
-// over the host execution space covers them all, with per-item scratch carved from one buffer
-// allocated per call. Dense and low-rank T go through BLAS products.
+// T·S composition on the host: (layer, head) pairs are independent, so they run in parallel
+// (parallel.hpp), each with its products on its own thread, with per-item scratch carved from one
+// buffer allocated per call. Dense and low-rank T go through BLAS products.
 #include "hypic/kernels/compose.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "hypic/kernels/blas.hpp"
+#include "parallel.hpp"
 
 namespace hypic::kernels {
 namespace {
-using HostExec = Kokkos::DefaultHostExecutionSpace;
 
 // Scratch floats one head needs to apply a summary in place.
 size_t apply_scratch(const TransitionRef& s) {
@@ -74,15 +73,14 @@ void compose_states(const TransitionRef* sums, float* const* states, int n, bool
   const int* fp = first.data();
   const size_t* op = offset.data();
   float* sc = scratch.data();
-  Kokkos::parallel_for(
-      "compose_states", Kokkos::RangePolicy<HostExec>(0, first.back()), [=](const int item) {
-        const int l = static_cast<int>(std::upper_bound(fp, fp + n + 1, item) - fp) - 1;
-        const TransitionRef& s = sums[l];
-        const int h = item - fp[l];
-        float* st = states[l] + static_cast<size_t>(s.dk) * s.dv * h;
-        apply_head(s, h, st, sc + op[l] + apply_scratch(s) * h, addition);
-      });
-  Kokkos::fence();
+  const int64_t work = n > 0 ? int64_t(sums[0].dk) * sums[0].dv * sums[0].dk : 0;
+  host::parallel_for(first.back(), work, [=](const int64_t item) {
+    const int l = static_cast<int>(std::upper_bound(fp, fp + n + 1, item) - fp) - 1;
+    const TransitionRef& s = sums[l];
+    const int h = item - fp[l];
+    float* st = states[l] + static_cast<size_t>(s.dk) * s.dv * h;
+    apply_head(s, h, st, sc + op[l] + apply_scratch(s) * h, addition);
+  });
 }
 
 }  // namespace hypic::kernels

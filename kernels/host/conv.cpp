@@ -1,21 +1,24 @@
-// Depthwise causal conv1d + SiLU (MATH.md §3). Channels are independent, so they run as one
-// Kokkos parallel_for; the conv state (the "conv tail") is updated at the end.
+// Depthwise causal conv1d + SiLU (MATH.md §3). Output rows (tokens) are independent, so they
+// run in parallel (parallel.hpp); the conv state (the "conv tail") is updated at the end.
 #include "hypic/kernels/conv.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
+
+#include "parallel.hpp"
 
 namespace hypic::kernels {
 
 void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, int T, int C,
                         int K) {
   if (T < 0 || C <= 0 || K <= 0) throw std::invalid_argument("causal_conv1d_silu: bad dims");
-  const int P = K - 1;  // tail length
-  using HostExec = Kokkos::DefaultHostExecutionSpace;
-  // Token-major: each output row reads K contiguous input rows, so the inner loop runs over
+  const int P =
+      K -
+      1;  // tail length
+          // Token-major: each output row reads K contiguous input rows, so the inner loop runs over
   // channels with unit stride and vectorises. The kernel is transposed once to [K, C].
   std::vector<float> wt(static_cast<size_t>(K) * C);
   for (int c = 0; c < C; ++c)
@@ -23,7 +26,7 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, 
       wt[static_cast<size_t>(j) * C + c] = w[static_cast<size_t>(c) * K + j];
   const float* wtp = wt.data();
   // u = state ++ x: row i < P is state row i, else x row i − P.
-  Kokkos::parallel_for("causal_conv1d_silu", Kokkos::RangePolicy<HostExec>(0, T), [=](const int t) {
+  host::parallel_for(T, int64_t(C) * (2 * K + 8), [=](const int64_t t) {
     float* yr = y + static_cast<size_t>(t) * C;
     for (int c = 0; c < C; ++c) yr[c] = 0.0f;
     for (int j = 0; j < K; ++j) {
@@ -35,7 +38,6 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, 
     }
     for (int c = 0; c < C; ++c) yr[c] = yr[c] / (1.0f + std::exp(-yr[c]));
   });
-  Kokkos::fence();
   // New tail: the last P rows of state ++ x, oldest first (T may be shorter than P).
   causal_conv1d_tail(x, state, T, C, K);
 }

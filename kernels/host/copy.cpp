@@ -3,18 +3,22 @@
 #include <cstddef>
 #include <cstring>
 
+#include "parallel.hpp"
+
 namespace hypic::kernels {
 
 void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols) {
-  for (int r = 0; r < rows; ++r)
+  host::parallel_for(rows, cols, [=](const int64_t r) {
     std::memcpy(dst + static_cast<size_t>(r) * cols, src + static_cast<size_t>(r) * src_ld + offset,
                 sizeof(float) * static_cast<size_t>(cols));
+  });
 }
 
 void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out) {
-  for (int i = 0; i < n; ++i)
+  host::parallel_for(n, cols, [=](const int64_t i) {
     std::memcpy(out + static_cast<size_t>(i) * cols, table + static_cast<size_t>(ids[i]) * cols,
                 sizeof(float) * static_cast<size_t>(cols));
+  });
 }
 
 }  // namespace hypic::kernels

@@ -1,10 +1,10 @@
 // Host implementation of the linear-attention family (kernels/include/.../linear_family.hpp).
 // One chunk engine serves every member; the derivation of the chunk form is in
-// docs/linear-family.md. Heads are independent, so they run as one Kokkos parallel_for over
-// the host execution space; each head owns a slice of one scratch buffer allocated per call.
+// docs/linear-family.md. Value heads are independent, so they run in parallel (parallel.hpp),
+// each on one thread with its products on that thread; each head owns a slice of one scratch
+// buffer allocated per call.
 #include "hypic/kernels/linear_family.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hypic/kernels/blas.hpp"
+#include "parallel.hpp"
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <xmmintrin.h>
@@ -22,8 +23,6 @@
 
 namespace hypic::kernels {
 namespace {
-using HostExec = Kokkos::DefaultHostExecutionSpace;
-
 // Decay factors and transitions shrink geometrically; below this they are zeroed, because
 // subnormal floats make every later product (and the BLAS) many times slower. A factor this
 // small is far below float resolution next to the O(1) values it is added to.
@@ -36,7 +35,7 @@ inline float fexp(float x) {
 }
 
 // Products of small decays still produce subnormals inside the BLAS; flush them to zero in this
-// thread for the duration of one head (a BLAS that runs its own threads is not covered).
+// thread for the duration of one head (its products run on the same thread).
 class FlushSubnormals {
  public:
 #if defined(HYPIC_HAVE_MXCSR)
@@ -343,11 +342,23 @@ void run_head(const FamilySpec& s, int T, int dk, int dv, const HeadIO& io, floa
   }
 }
 
-void rotate_pair(float& a, float& b, double angle) {
-  const double c = std::cos(angle), sn = std::sin(angle);
+void rotate_pair(float& a, float& b, double c, double sn) {
   const double x = a, y = b;
   a = static_cast<float>(x * c - y * sn);
   b = static_cast<float>(x * sn + y * c);
+}
+
+// cos and sin of pos · θ^(−2i/rotary_dim) for each pair i, in double.
+void rotary_angles(const Rotary& r, int64_t pos, std::vector<double>& c, std::vector<double>& sn) {
+  const int half = r.rotary_dim / 2;
+  c.resize(half);
+  sn.resize(half);
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(static_cast<double>(r.theta), -2.0 * i / r.rotary_dim);
+    const double angle = static_cast<double>(pos) * inv_freq;
+    c[i] = std::cos(angle);
+    sn[i] = std::sin(angle);
+  }
 }
 
 }  // namespace
@@ -415,43 +426,41 @@ void family_recurrent(const FamilySpec& s, const FamilyDims& d, const FamilyInpu
                       float* state, float* out) {
   check_inputs(s, d, in);
   const int T = d.T, dk = d.dk, dv = d.dv;
-  Kokkos::parallel_for(
-      "family_recurrent", Kokkos::RangePolicy<HostExec>(0, d.Hv), [=](const int h) {
-        const HeadIO io = head_io(s, d, in, out, h);
-        float* Sf = state + static_cast<size_t>(h) * dk * dv;
-        std::vector<double> S(Sf, Sf + static_cast<size_t>(dk) * dv), u(dv);
-        for (int t = 0; t < T; ++t) {
-          const float* q = io.q + static_cast<size_t>(t) * io.ldk;
-          const float* k = io.k + static_cast<size_t>(t) * io.ldk;
-          const float* v = io.v + static_cast<size_t>(t) * io.ldv;
-          if (s.decay != Decay::None) {
-            const float* g = io.g + static_cast<size_t>(t) * io.ldg;
-            for (int c = 0; c < dk; ++c) {
-              const double f =
-                  std::exp(static_cast<double>(s.decay == Decay::Scalar ? g[0] : g[c]));
-              for (int j = 0; j < dv; ++j) S[static_cast<size_t>(c) * dv + j] *= f;
-            }
-          }
-          // u = β (v − Sᵀk) for the delta rule (the erase), plain v otherwise.
-          const double b = s.delta ? io.beta[static_cast<size_t>(t) * io.ldb] : 1.0;
-          for (int j = 0; j < dv; ++j) u[j] = v[j];
-          if (s.delta)
-            for (int c = 0; c < dk; ++c)
-              for (int j = 0; j < dv; ++j) u[j] -= k[c] * S[static_cast<size_t>(c) * dv + j];
-          for (int c = 0; c < dk; ++c)
-            for (int j = 0; j < dv; ++j) S[static_cast<size_t>(c) * dv + j] += k[c] * b * u[j];
-          if (io.out != nullptr) {
-            float* o = io.out + static_cast<size_t>(t) * io.ldo;
-            for (int j = 0; j < dv; ++j) {
-              double acc = 0.0;
-              for (int c = 0; c < dk; ++c) acc += q[c] * S[static_cast<size_t>(c) * dv + j];
-              o[j] = static_cast<float>(acc);
-            }
-          }
+  const int64_t work = int64_t(T) * dk * dv;
+  host::parallel_for(d.Hv, work, [=](const int64_t h) {
+    const HeadIO io = head_io(s, d, in, out, static_cast<int>(h));
+    float* Sf = state + static_cast<size_t>(h) * dk * dv;
+    std::vector<double> S(Sf, Sf + static_cast<size_t>(dk) * dv), u(dv);
+    for (int t = 0; t < T; ++t) {
+      const float* q = io.q + static_cast<size_t>(t) * io.ldk;
+      const float* k = io.k + static_cast<size_t>(t) * io.ldk;
+      const float* v = io.v + static_cast<size_t>(t) * io.ldv;
+      if (s.decay != Decay::None) {
+        const float* g = io.g + static_cast<size_t>(t) * io.ldg;
+        for (int c = 0; c < dk; ++c) {
+          const double f = std::exp(static_cast<double>(s.decay == Decay::Scalar ? g[0] : g[c]));
+          for (int j = 0; j < dv; ++j) S[static_cast<size_t>(c) * dv + j] *= f;
         }
-        for (size_t i = 0; i < S.size(); ++i) Sf[i] = static_cast<float>(S[i]);
-      });
-  Kokkos::fence();
+      }
+      // u = β (v − Sᵀk) for the delta rule (the erase), plain v otherwise.
+      const double b = s.delta ? io.beta[static_cast<size_t>(t) * io.ldb] : 1.0;
+      for (int j = 0; j < dv; ++j) u[j] = v[j];
+      if (s.delta)
+        for (int c = 0; c < dk; ++c)
+          for (int j = 0; j < dv; ++j) u[j] -= k[c] * S[static_cast<size_t>(c) * dv + j];
+      for (int c = 0; c < dk; ++c)
+        for (int j = 0; j < dv; ++j) S[static_cast<size_t>(c) * dv + j] += k[c] * b * u[j];
+      if (io.out != nullptr) {
+        float* o = io.out + static_cast<size_t>(t) * io.ldo;
+        for (int j = 0; j < dv; ++j) {
+          double acc = 0.0;
+          for (int c = 0; c < dk; ++c) acc += q[c] * S[static_cast<size_t>(c) * dv + j];
+          o[j] = static_cast<float>(acc);
+        }
+      }
+    }
+    for (size_t i = 0; i < S.size(); ++i) Sf[i] = static_cast<float>(S[i]);
+  });
 }
 
 void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
@@ -460,46 +469,44 @@ void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const Family
   const int T = d.T, dk = d.dk, dv = d.dv;
   std::vector<float> scratch(static_cast<size_t>(d.Hv) * 2 * dv);
   float* base = scratch.data();
-  Kokkos::parallel_for(
-      "family_recurrent_f32", Kokkos::RangePolicy<HostExec>(0, d.Hv), [=](const int h) {
-        const FlushSubnormals guard;
-        const HeadIO io = head_io(s, d, in, out, h);
-        float* S = state + static_cast<size_t>(h) * dk * dv;
-        float* u = base + static_cast<size_t>(h) * 2 * dv;
-        float* o = u + dv;
-        for (int t = 0; t < T; ++t) {
-          const float* q = io.q + static_cast<size_t>(t) * io.ldk;
-          const float* k = io.k + static_cast<size_t>(t) * io.ldk;
-          const float* v = io.v + static_cast<size_t>(t) * io.ldv;
-          const float* g =
-              s.decay == Decay::None ? nullptr : io.g + static_cast<size_t>(t) * io.ldg;
-          const float e0 = s.decay == Decay::Scalar ? std::exp(g[0]) : 1.0f;
-          auto decay = [&](int c) { return s.decay == Decay::Diagonal ? std::exp(g[c]) : e0; };
-          // Pass 1 (delta rule): u = β (v − (D S)ᵀ k).
-          const float b = s.delta ? io.beta[static_cast<size_t>(t) * io.ldb] : 1.0f;
-          for (int j = 0; j < dv; ++j) u[j] = 0.0f;
-          if (s.delta)
-            for (int c = 0; c < dk; ++c) {
-              const float kc = k[c] * decay(c);
-              const float* row = S + static_cast<size_t>(c) * dv;
-              for (int j = 0; j < dv; ++j) u[j] += kc * row[j];
-            }
-          for (int j = 0; j < dv; ++j) u[j] = b * (v[j] - u[j]);
-          // Pass 2: S ← D S + k uᵀ, and o = Sᵀ q on the way.
-          for (int j = 0; j < dv; ++j) o[j] = 0.0f;
-          for (int c = 0; c < dk; ++c) {
-            const float e = decay(c), kc = k[c], qc = q[c];
-            float* row = S + static_cast<size_t>(c) * dv;
-            for (int j = 0; j < dv; ++j) {
-              row[j] = e * row[j] + kc * u[j];
-              o[j] += qc * row[j];
-            }
-          }
-          if (io.out != nullptr)
-            std::memcpy(io.out + static_cast<size_t>(t) * io.ldo, o, sizeof(float) * dv);
+  const int64_t work = int64_t(T) * dk * dv;
+  host::parallel_for(d.Hv, work, [=](const int64_t h) {
+    const FlushSubnormals guard;
+    const HeadIO io = head_io(s, d, in, out, static_cast<int>(h));
+    float* S = state + static_cast<size_t>(h) * dk * dv;
+    float* u = base + static_cast<size_t>(h) * 2 * dv;
+    float* o = u + dv;
+    for (int t = 0; t < T; ++t) {
+      const float* q = io.q + static_cast<size_t>(t) * io.ldk;
+      const float* k = io.k + static_cast<size_t>(t) * io.ldk;
+      const float* v = io.v + static_cast<size_t>(t) * io.ldv;
+      const float* g = s.decay == Decay::None ? nullptr : io.g + static_cast<size_t>(t) * io.ldg;
+      const float e0 = s.decay == Decay::Scalar ? std::exp(g[0]) : 1.0f;
+      auto decay = [&](int c) { return s.decay == Decay::Diagonal ? std::exp(g[c]) : e0; };
+      // Pass 1 (delta rule): u = β (v − (D S)ᵀ k).
+      const float b = s.delta ? io.beta[static_cast<size_t>(t) * io.ldb] : 1.0f;
+      for (int j = 0; j < dv; ++j) u[j] = 0.0f;
+      if (s.delta)
+        for (int c = 0; c < dk; ++c) {
+          const float kc = k[c] * decay(c);
+          const float* row = S + static_cast<size_t>(c) * dv;
+          for (int j = 0; j < dv; ++j) u[j] += kc * row[j];
         }
-      });
-  Kokkos::fence();
+      for (int j = 0; j < dv; ++j) u[j] = b * (v[j] - u[j]);
+      // Pass 2: S ← D S + k uᵀ, and o = Sᵀ q on the way.
+      for (int j = 0; j < dv; ++j) o[j] = 0.0f;
+      for (int c = 0; c < dk; ++c) {
+        const float e = decay(c), kc = k[c], qc = q[c];
+        float* row = S + static_cast<size_t>(c) * dv;
+        for (int j = 0; j < dv; ++j) {
+          row[j] = e * row[j] + kc * u[j];
+          o[j] += qc * row[j];
+        }
+      }
+      if (io.out != nullptr)
+        std::memcpy(io.out + static_cast<size_t>(t) * io.ldo, o, sizeof(float) * dv);
+    }
+  });
 }
 
 void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
@@ -513,13 +520,13 @@ void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs
   float* base = scratch.get();
   const int64_t tstride = transition_floats_per_head(natural_structure(s), d.dk);
   const int T = d.T, dk = d.dk, dv = d.dv;
-  Kokkos::parallel_for("family_chunked", Kokkos::RangePolicy<HostExec>(0, d.Hv), [=](const int h) {
+  const int64_t work = int64_t(T) * dk * (dk + dv);
+  host::parallel_for(d.Hv, work, [=](const int64_t h) {
     const Scratch w = Scratch::carve(base + per_head * h, L, dk, dv);
     float* tr = transition != nullptr ? transition + tstride * h : nullptr;
-    run_head(s, T, dk, dv, head_io(s, d, in, out, h), state + static_cast<size_t>(h) * dk * dv, tr,
-             L, w, nullptr);
+    run_head(s, T, dk, dv, head_io(s, d, in, out, static_cast<int>(h)),
+             state + static_cast<size_t>(h) * dk * dv, tr, L, w, nullptr);
   });
-  Kokkos::fence();
 }
 
 void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
@@ -532,44 +539,45 @@ void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const Fami
   std::unique_ptr<float[]> scratch(new float[per_head * d.Hv]);
   float* base = scratch.get();
   const int T = d.T, dk = d.dk, dv = d.dv;
-  Kokkos::parallel_for("family_chunked_lowrank", Kokkos::RangePolicy<HostExec>(0, d.Hv),
-                       [=](const int h) {
-                         const Scratch w = Scratch::carve(base + per_head * h, L, dk, dv);
-                         const size_t xy = static_cast<size_t>(h) * T * dk;
-                         const LowRankOut lr{tdiag + static_cast<size_t>(h) * dk, x + xy, y + xy};
-                         run_head(s, T, dk, dv, head_io(s, d, in, out, h),
-                                  state + static_cast<size_t>(h) * dk * dv, nullptr, L, w, &lr);
-                       });
-  Kokkos::fence();
+  const int64_t work = int64_t(T) * dk * (dk + dv);
+  host::parallel_for(d.Hv, work, [=](const int64_t h) {
+    const Scratch w = Scratch::carve(base + per_head * h, L, dk, dv);
+    const size_t xy = static_cast<size_t>(h) * T * dk;
+    const LowRankOut lr{tdiag + static_cast<size_t>(h) * dk, x + xy, y + xy};
+    run_head(s, T, dk, dv, head_io(s, d, in, out, static_cast<int>(h)),
+             state + static_cast<size_t>(h) * dk * dv, nullptr, L, w, &lr);
+  });
 }
 
 void rotary_rotate(const Rotary& r, float* x, int n, int ld, int dk, int64_t pos) {
   if (r.rotary_dim % 2 != 0 || r.rotary_dim > dk)
     throw std::invalid_argument("rotary_rotate: rotary_dim must be even and <= dk");
   const int half = r.rotary_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(static_cast<double>(r.theta), -2.0 * i / r.rotary_dim);
-    const double angle = static_cast<double>(pos) * inv_freq;
-    const int a = r.interleaved ? 2 * i : i, b = r.interleaved ? 2 * i + 1 : i + half;
-    for (int row = 0; row < n; ++row) {
-      float* xr = x + static_cast<size_t>(row) * ld;
-      rotate_pair(xr[a], xr[b], angle);
+  std::vector<double> c, sn;
+  rotary_angles(r, pos, c, sn);
+  const bool inter = r.interleaved;
+  host::parallel_for(n, 4 * half, [&](int64_t row) {
+    float* xr = x + static_cast<size_t>(row) * ld;
+    for (int i = 0; i < half; ++i) {
+      const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + half;
+      rotate_pair(xr[a], xr[b], c[i], sn[i]);
     }
-  }
+  });
 }
 
 void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t pos) {
   if (r.rotary_dim % 2 != 0 || r.rotary_dim > dk)
     throw std::invalid_argument("rotary_rotate_columns: rotary_dim must be even and <= dk");
   const int half = r.rotary_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(static_cast<double>(r.theta), -2.0 * i / r.rotary_dim);
-    const double angle = static_cast<double>(pos) * inv_freq;
-    const int a = r.interleaved ? 2 * i : i, b = r.interleaved ? 2 * i + 1 : i + half;
+  std::vector<double> c, sn;
+  rotary_angles(r, pos, c, sn);
+  const bool inter = r.interleaved;
+  host::parallel_for(half, 4 * int64_t(cols), [&](int64_t i) {
+    const int a = inter ? 2 * int(i) : int(i), b = inter ? 2 * int(i) + 1 : int(i) + half;
     float* ra = m + static_cast<size_t>(a) * cols;
     float* rb = m + static_cast<size_t>(b) * cols;
-    for (int j = 0; j < cols; ++j) rotate_pair(ra[j], rb[j], angle);
-  }
+    for (int j = 0; j < cols; ++j) rotate_pair(ra[j], rb[j], c[i], sn[i]);
+  });
 }
 
 }  // namespace hypic::kernels

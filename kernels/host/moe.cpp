@@ -1,23 +1,24 @@
-// Host MoE routing, one token per Kokkos work item.
+// Host MoE routing, tokens in parallel; gather and scatter over an expert's rows in parallel
+// (one expert's rows never share a token). parallel.hpp says how.
 #include "hypic/kernels/moe.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
+#include "parallel.hpp"
+
 namespace hypic::kernels {
-namespace {
-using HostExec = Kokkos::DefaultHostExecutionSpace;
-}
+namespace {}
 
 void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
                float* weights) {
   if (k <= 0 || k > E || E > 4096)
     throw std::invalid_argument("moe_route: need 0 < k <= E <= 4096");
-  Kokkos::parallel_for("moe_route", Kokkos::RangePolicy<HostExec>(0, T), [=](const int t) {
+  host::parallel_for(T, int64_t(E) * (k + 8), [=](const int64_t t) {
     const float* lt = logits + static_cast<size_t>(t) * E;
     int* et = experts + static_cast<size_t>(t) * k;
     float* wt = weights + static_cast<size_t>(t) * k;
@@ -56,19 +57,21 @@ void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_id
 }
 
 void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe) {
-  for (int r = 0; r < n; ++r)
+  host::parallel_for(n, hidden, [=](const int64_t r) {
     std::memcpy(xe + static_cast<size_t>(r) * hidden,
                 x + static_cast<size_t>(pair_ids[r] / k) * hidden, sizeof(float) * hidden);
+  });
 }
 
 void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                      const float* weights, float* out) {
-  for (int r = 0; r < n; ++r) {
+  // Rows of one call belong to distinct tokens (one expert's pairs), so no two write one row.
+  host::parallel_for(n, 2 * int64_t(hidden), [=](const int64_t r) {
     const float wt = weights[pair_ids[r]];
     float* o = out + static_cast<size_t>(pair_ids[r] / k) * hidden;
     const float* y = ye + static_cast<size_t>(r) * hidden;
     for (int c = 0; c < hidden; ++c) o[c] += wt * y[c];
-  }
+  });
 }
 
 }  // namespace hypic::kernels

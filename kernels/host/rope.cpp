@@ -3,15 +3,16 @@
 // re-rotation of cached keys accurate.
 #include "hypic/kernels/rope.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
+#include "parallel.hpp"
+
 namespace hypic::kernels {
 namespace {
-using HostExec = Kokkos::DefaultHostExecutionSpace;
 constexpr int kMaxRopeHalf = 1024;  // rotary_dim up to 2048
 
 // inv_freq[i] = 1 / θ^(2i/rot), in f32 as transformers computes it.
@@ -52,7 +53,7 @@ void rope_apply(const RopeDims& d, float* x, int64_t pos0) {
   const std::vector<float> inv = inverse_frequencies(d.rotary_dim, d.theta);
   const float* inv_freq = inv.data();
   const size_t token_stride = static_cast<size_t>(d.heads) * d.head_dim;
-  Kokkos::parallel_for("rope_apply", Kokkos::RangePolicy<HostExec>(0, d.T), [=](const int t) {
+  host::parallel_for(d.T, 16 * int64_t(half) + 6 * int64_t(d.heads) * half, [=](const int64_t t) {
     float cs[kMaxRopeHalf];
     float sn[kMaxRopeHalf];
     const float pos = static_cast<float>(pos0 + t);
@@ -82,7 +83,7 @@ void rope_shift(const RopeDims& d, float* x, int64_t delta) {
   const size_t token_stride = static_cast<size_t>(d.heads) * d.head_dim;
   const float* c = cs;
   const float* s = sn;
-  Kokkos::parallel_for("rope_shift", Kokkos::RangePolicy<HostExec>(0, d.T), [=](const int t) {
+  host::parallel_for(d.T, 6 * int64_t(d.heads) * half, [=](const int64_t t) {
     rotate_token(x + t * token_stride, d.heads, d.head_dim, half, c, s);
   });
 }

@@ -10,6 +10,7 @@
 #include "app/commands.hpp"
 #include "app/device_option.hpp"
 #include "app/io_util.hpp"
+#include "app/run_options.hpp"
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
 
@@ -32,8 +33,9 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
   const model::ModelConfig& cfg = r.config;
   const double total_bytes = r.weights_bytes + r.cache_bytes;
   const double t = r.prefill_seconds_median;
-  std::printf("BLAS: %s, kernel %s, %d thread(s)%s%s\n", b.library.c_str(), b.kernel.c_str(),
-              b.threads, b.note.empty() ? "" : "; ", b.note.c_str());
+  std::printf("BLAS: %s, kernel %s, one thread per GEMM tile%s%s\n", b.library.c_str(),
+              b.kernel.c_str(), b.note.empty() ? "" : "; ", b.note.c_str());
+  std::printf("%s\n", threads_header().c_str());
   if (r.device == "cpu")
     std::printf("sgemm %d^3 (same process, same threads): %.1f GFLOP/s\n", a.options.sgemm_n,
                 r.sgemm_gflops);
@@ -61,11 +63,44 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
     if (sec > 0)
       std::printf(" %s %.1f", name.c_str(), 100.0 * sec / std::max(r.parts_total, 1e-12));
   std::printf("\n");
+  if (r.by_threads.size() < 2) return;
+  // Per part at each thread count, speed-ups over the first count.
+  const auto& first = r.by_threads.front();
+  std::printf("%-12s %6s", "part", "share");
+  for (const auto& at : r.by_threads)
+    std::printf(" %9s", ("t@" + std::to_string(at.threads) + " ms").c_str());
+  for (size_t c = 1; c < r.by_threads.size(); ++c)
+    std::printf(" %7s", ("x@" + std::to_string(r.by_threads[c].threads)).c_str());
+  std::printf("\n");
+  for (size_t i = 0; i < first.seconds_by_part.size(); ++i) {
+    const double t1 = first.seconds_by_part[i].second;
+    if (t1 <= 0) continue;
+    std::printf("%-12s %5.1f%%", first.seconds_by_part[i].first.c_str(),
+                100.0 * t1 / std::max(first.parts_total, 1e-12));
+    for (const auto& at : r.by_threads) std::printf(" %9.1f", 1e3 * at.seconds_by_part[i].second);
+    for (size_t c = 1; c < r.by_threads.size(); ++c)
+      std::printf(" %6.2fx", t1 / std::max(r.by_threads[c].seconds_by_part[i].second, 1e-12));
+    std::printf("\n");
+  }
+  std::printf("%-12s %5.1f%%", "prefill", 100.0);
+  for (const auto& at : r.by_threads) std::printf(" %9.1f", 1e3 * at.prefill_seconds_median);
+  for (size_t c = 1; c < r.by_threads.size(); ++c)
+    std::printf(" %6.2fx", first.prefill_seconds_median /
+                               std::max(r.by_threads[c].prefill_seconds_median, 1e-12));
+  std::printf("\n");
 }
 
 nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r, double peak) {
   nlohmann::json breakdown;
   for (const auto& [name, sec] : r.seconds_by_part) breakdown[name] = sec;
+  nlohmann::json by_threads = nlohmann::json::array();
+  for (const auto& at : r.by_threads) {
+    nlohmann::json parts;
+    for (const auto& [name, sec] : at.seconds_by_part) parts[name] = sec;
+    by_threads.push_back({{"threads", at.threads},
+                          {"prefill_seconds_median", at.prefill_seconds_median},
+                          {"seconds_by_part", parts}});
+  }
   return {{"bench", "forward"},
           {"model", a.model},
           {"tokens", a.options.tokens},
@@ -84,7 +119,8 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
           {"peak_over_weights_plus_caches", peak / (r.weights_bytes + r.cache_bytes)},
           {"blas", r.blas.library + " " + r.blas.kernel},
           {"blas_threads", r.blas.threads},
-          {"seconds_by_part", breakdown}};
+          {"seconds_by_part", breakdown},
+          {"by_threads", by_threads}};
 }
 
 void add_bench_forward(CLI::App& bench) {
@@ -96,6 +132,10 @@ void add_bench_forward(CLI::App& bench) {
   sub->add_option("--reps", a->options.reps, "timed prefills (median reported)")
       ->capture_default_str();
   sub->add_option("--seed", a->options.seed, "seed of the random prompt")->capture_default_str();
+  sub->add_option("--threads", a->options.threads,
+                  "thread counts to measure in turn, e.g. 1,2 (a table per part); default: the "
+                  "current count")
+      ->delimiter(',');
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   add_device_option(sub, a->device);
   on_run(sub, [a] {
@@ -126,18 +166,22 @@ void add_bench_blas(CLI::App& bench) {
     const bench::BlasResult r = bench::run_blas(a->options);
     std::printf("BLAS: %s, kernel %s%s%s\n", r.blas.library.c_str(), r.blas.kernel.c_str(),
                 r.blas.note.empty() ? "" : "; ", r.blas.note.c_str());
-    nlohmann::json rates = nlohmann::json::object();
+    nlohmann::json rates = nlohmann::json::object(), one_call = nlohmann::json::object();
     for (const bench::BlasRate& rate : r.rates) {
-      std::printf("sgemm %d^3, %d thread(s): %.1f GFLOP/s (median of %d)\n", a->options.n,
-                  rate.threads, rate.gflops, a->options.reps);
+      std::printf(
+          "sgemm %d^3, %d thread(s): %.1f GFLOP/s in hypic's tiles, %.1f GFLOP/s as one "
+          "BLAS call on its own threads (median of %d)\n",
+          a->options.n, rate.threads, rate.gflops, rate.one_call_gflops, a->options.reps);
       rates[std::to_string(rate.threads)] = rate.gflops;
+      one_call[std::to_string(rate.threads)] = rate.one_call_gflops;
     }
     write_json(a->json, {{"bench", "blas"},
                          {"library", r.blas.library},
                          {"kernel", r.blas.kernel},
                          {"note", r.blas.note},
                          {"n", a->options.n},
-                         {"gflops_by_threads", rates}});
+                         {"gflops_by_threads", rates},
+                         {"one_blas_call_gflops_by_threads", one_call}});
     return 0;
   });
 }
@@ -152,6 +196,7 @@ void add_bench_commands(CLI::App& app) {
   add_bench_compose(*bench);
   add_bench_tokenize(*bench);
   add_bench_scaling(*bench);
+  add_bench_kernels(*bench);
 }
 
 }  // namespace hypic::app

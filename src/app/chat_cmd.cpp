@@ -22,7 +22,6 @@
 #include "cluster/world.hpp"
 #include "eval/chat_session.hpp"
 #include "hypic/error.hpp"
-#include "hypic/kernels/blas.hpp"
 #include "pic/engine.hpp"
 
 namespace hypic::app {
@@ -42,7 +41,6 @@ int run_chat(const ChatArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
                           // in the session needs nothing here
     LoadedPicModel m = load_pic_model(a.model, *device.backend);

@@ -32,7 +32,6 @@
 #include "eval/runner.hpp"
 #include "eval/templates.hpp"
 #include "hypic/error.hpp"
-#include "hypic/kernels/blas.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
@@ -237,7 +236,6 @@ int run_eval(const EvalArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   if (world.rank != 0) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
     if (!run.any_entries) return 0;

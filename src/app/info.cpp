@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "app/commands.hpp"
+#include "app/run_options.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "hypic/kernels/device.hpp"
 
@@ -16,8 +17,10 @@ namespace hypic::app {
 void print_build_info(std::FILE* out) {
   const auto blas = kernels::blas_info();
   std::fprintf(out, "hypic %s\n", HYPIC_VERSION);
-  std::fprintf(out, "  BLAS   : %s, kernel %s, %d thread(s)%s%s\n", blas.library.c_str(),
-               blas.kernel.c_str(), blas.threads, blas.note.empty() ? "" : "; ", blas.note.c_str());
+  std::fprintf(out, "  BLAS   : %s, kernel %s, one thread per GEMM tile%s%s\n",
+               blas.library.c_str(), blas.kernel.c_str(), blas.note.empty() ? "" : "; ",
+               blas.note.c_str());
+  std::fprintf(out, "  %s\n", threads_header().c_str());
   std::fprintf(out, "  Kokkos : %d.%d.%d, host execution space %s\n", KOKKOS_VERSION / 10000,
                KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100,
                Kokkos::DefaultHostExecutionSpace::name());

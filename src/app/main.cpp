@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/run_options.hpp"
 #include "cluster/watch.hpp"
 #include "common/startup.hpp"
 
@@ -56,7 +57,7 @@ std::string one_line_parse_error(const CLI::App* app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  hypic::reexec_for_blas_kernel(argc, argv);
+  hypic::reexec_for_runtime_settings(argc, argv);
   MPI_Init(&argc, &argv);
   int rc = 0;
   {
@@ -68,8 +69,10 @@ int main(int argc, char** argv) {
     app.failure_message(one_line_parse_error);
     app.set_version_flag("--version", std::string("hypic ") + HYPIC_VERSION);
     hypic::app::register_commands(app);
+    hypic::app::add_run_options(app);
     try {
       app.parse(argc, argv);
+      hypic::app::apply_run_options();
       rc = hypic::app::run_selected(app);
     } catch (const CLI::ParseError& e) {
       rc = app.exit(e);

@@ -20,7 +20,6 @@
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "eval/metrics.hpp"
-#include "hypic/kernels/blas.hpp"
 #include "pic/fidelity.hpp"
 #include "store/segment_store.hpp"
 
@@ -114,7 +113,6 @@ int run_serve(const ServeArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  if (world.size > 1) kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   LoadedPicModel m = load_pic_model(a.model, *device.backend);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
     cluster::run_worker(comm.get(), *m.model, junction);

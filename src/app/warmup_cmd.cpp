@@ -14,6 +14,7 @@
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
 #include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/threads.hpp"
 #include "pic/junction.hpp"
 #include "pic/segment_entry.hpp"
 #include "store/segment_store.hpp"
@@ -49,8 +50,8 @@ void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string&
   cluster::CostModel fitted = cluster::CostModel::fit(res.samples);
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  fitted.provenance = model_desc + ", " + host + ", " +
-                      std::to_string(cluster::blas_threads_per_rank(world)) + " BLAS threads";
+  fitted.provenance =
+      model_desc + ", " + host + ", " + std::to_string(kernels::threads()) + " threads";
   fitted.save(cluster::cost_model_path(store_path));
 }
 
@@ -60,7 +61,6 @@ int run_warmup(const WarmupArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model, *device.backend);
@@ -93,9 +93,8 @@ int run_warmup(const WarmupArgs& a) {
   }
   set_rank0_options(wo, a.store);
   if (world.size > 1)
-    std::fprintf(stderr,
-                 "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
-                 world.size, world.size - 1, cluster::blas_threads_per_rank(world));
+    std::fprintf(stderr, "warmup: %d ranks (1 planner and writer, %d workers), %d threads each\n",
+                 world.size, world.size - 1, kernels::threads());
   const cluster::WarmupResult res =
       cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
 

@@ -11,6 +11,7 @@
 #include "hypic/error.hpp"
 #include "hypic/kernels/device.hpp"
 #include "hypic/tensor.hpp"
+#include "hypic/kernels/threads.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
 
@@ -78,30 +79,45 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
   std::vector<int32_t> ids(static_cast<size_t>(o.tokens));
   for (auto& t : ids) t = tok(rng);
 
-  model::ForwardTimes parts;
-  for (int run = 0; run <= o.reps; ++run) {  // run 0 warms up
-    auto cache = net.new_cache();
-    net.times().clear();
-    const auto t0 = Clock::now();
-    net.prefill(ids, cache, model::LogitsMode::Last);
-    const double dt = seconds_since(t0);
-    if (run > 0) r.prefill_seconds.push_back(dt);
-    if (run == 1) parts = net.times();
-    r.cache_bytes = double(cache.bytes());
+  const int threads_before = kernels::threads();
+  const std::vector<int> counts = o.threads.empty() ? std::vector<int>{threads_before} : o.threads;
+  for (int count : counts) {
+    HYPIC_REQUIRE(count > 0, "--threads: thread counts must be positive");
+    kernels::set_threads(count);
+    model::ForwardTimes parts;
+    r.prefill_seconds.clear();
+    for (int run = 0; run <= o.reps; ++run) {  // run 0 warms up
+      auto cache = net.new_cache();
+      net.times().clear();
+      const auto t0 = Clock::now();
+      net.prefill(ids, cache, model::LogitsMode::Last);
+      const double dt = seconds_since(t0);
+      if (run > 0) r.prefill_seconds.push_back(dt);
+      if (run == 1) parts = net.times();
+      r.cache_bytes = double(cache.bytes());
+    }
+    ForwardAtThreads at;
+    at.threads = count;
+    at.prefill_seconds_median = median(r.prefill_seconds);
+    at.parts_total = parts.total();
+    at.seconds_by_part = {{"gdn_proj", parts.gdn_proj},       {"gdn_conv", parts.gdn_conv},
+                          {"gdn_rule", parts.gdn_rule},       {"gdn_out", parts.gdn_out},
+                          {"attn_proj", parts.attn_proj},     {"attn_core", parts.attn_core},
+                          {"attn_out", parts.attn_out},       {"mlp", parts.mlp},
+                          {"moe_experts", parts.moe_experts}, {"moe_shared", parts.moe_shared},
+                          {"norms", parts.embed_norms},       {"lm_head", parts.lm_head}};
+    r.by_threads.push_back(std::move(at));
   }
-  const double t = median(r.prefill_seconds);
+  kernels::set_threads(threads_before);
+  const ForwardAtThreads& last = r.by_threads.back();
+  const double t = last.prefill_seconds_median;
   r.prefill_seconds_median = t;
   r.tokens_per_second = o.tokens / t;
   r.flops = model::prefill_flops(cfg, o.tokens, 0, 1);
   r.achieved_gflops = r.flops.total() / t / 1e9;
   r.fraction_of_sgemm = r.achieved_gflops / r.sgemm_gflops;
-  r.parts_total = parts.total();
-  r.seconds_by_part = {{"gdn_proj", parts.gdn_proj},       {"gdn_conv", parts.gdn_conv},
-                       {"gdn_rule", parts.gdn_rule},       {"gdn_out", parts.gdn_out},
-                       {"attn_proj", parts.attn_proj},     {"attn_core", parts.attn_core},
-                       {"attn_out", parts.attn_out},       {"mlp", parts.mlp},
-                       {"moe_experts", parts.moe_experts}, {"moe_shared", parts.moe_shared},
-                       {"norms", parts.embed_norms},       {"lm_head", parts.lm_head}};
+  r.parts_total = last.parts_total;
+  r.seconds_by_part = last.seconds_by_part;
   return r;
 }
 

@@ -21,6 +21,15 @@ struct ForwardOptions {
   // Where the prefill runs (null: the host). On a device backend the reference rates are the
   // device's: cuBLAS sgemm and bf16 GEMM (f32 accumulation) of the same size.
   const kernels::Backend* backend = nullptr;
+  std::vector<int> threads;  // thread counts to measure, in order; empty: the current count
+};
+
+// One thread count's prefill: median time and the parts of its first timed run.
+struct ForwardAtThreads {
+  int threads = 1;
+  double prefill_seconds_median = 0;
+  std::vector<std::pair<std::string, double>> seconds_by_part;
+  double parts_total = 0;
 };
 
 struct ForwardResult {
@@ -43,11 +52,14 @@ struct ForwardResult {
   // has no row of its own).
   std::vector<std::pair<std::string, double>> seconds_by_part;
   double parts_total = 0;
+  // Every thread count measured (the fields above are the last one's).
+  std::vector<ForwardAtThreads> by_threads;
 };
 
 // Measures the sgemm rate, then loads the model folder and prefills a random prompt of
-// `options.tokens` ids reps + 1 times (the first warms up). In that order, so that the sgemm
-// buffers are gone before the weights arrive and the process's peak memory is the prefill's.
+// `options.tokens` ids reps + 1 times (the first warms up), at each of options.threads. In that
+// order, so that the sgemm buffers are gone before the weights arrive and the process's peak memory
+// is the prefill's.
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& options);
 
 }  // namespace hypic::bench

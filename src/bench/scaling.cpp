@@ -14,6 +14,7 @@
 #include "cluster/world.hpp"
 #include "hypic/error.hpp"
 #include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/threads.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
 #include "pic/engine.hpp"
@@ -173,8 +174,7 @@ ScalingResult run_scaling(MPI_Comm comm, const ScalingOptions& a, const ScalingP
   const cluster::WorldInfo world = cluster::describe_world(comm);
   ScalingResult r;
   r.ranks = world.size;
-  r.blas_threads_per_rank = cluster::blas_threads_per_rank(world);
-  kernels::set_blas_threads(r.blas_threads_per_rank);
+  r.blas_threads_per_rank = kernels::threads();  // set by the command (--threads)
   HYPIC_REQUIRE(
       a.segments > 0 && a.tokens >= 16LL * a.segments && a.question_tokens > 0,
       "--segments and --question-tokens must be positive, --tokens at least 16 per segment");

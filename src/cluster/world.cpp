@@ -158,6 +158,23 @@ int blas_threads_per_rank(int node_cpus, int local_ranks, int own_cpus) {
   return std::max(1, std::min(share, std::max(1, own_cpus)));
 }
 
+ThreadChoice choose_threads(int requested, const WorldInfo& info, const EnvLookup& env) {
+  if (requested > 0) return {requested, "--threads"};
+  if (const std::optional<std::string> omp = env("OMP_NUM_THREADS")) {
+    if (const std::optional<int> n = parse_positive(omp->substr(0, omp->find(','))))
+      return {*n, "OMP_NUM_THREADS"};
+  }
+  if (const std::optional<std::string> slurm = env("SLURM_CPUS_PER_TASK")) {
+    if (const std::optional<int> n = parse_positive(*slurm))
+      return {std::max(1, std::min(*n, info.own_cpus)), "SLURM_CPUS_PER_TASK"};
+  }
+  const int share = blas_threads_per_rank(info);
+  if (info.local_size > 1)
+    return {share, "this rank's share of " + std::to_string(info.node_cpus) + " CPUs among " +
+                       std::to_string(info.local_size) + " ranks on the node"};
+  return {share, "the CPUs this process may run on"};
+}
+
 std::optional<std::string> process_env(const std::string& name) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr) return std::nullopt;

@@ -66,6 +66,13 @@ inline int blas_threads_per_rank(const WorldInfo& info) {
   return blas_threads_per_rank(info.node_cpus, info.local_size, info.own_cpus);
 }
 
+// The threads one rank gives its kernels and products (kernels::set_threads), and where the
+// number came from, for the run header.
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;  // "--threads", "OMP_NUM_THREADS", ...
+};
+
 // Reads one environment variable; nullopt when unset. Injected so that tests can pretend to be
 // launched by Slurm or another MPI.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
@@ -81,6 +88,13 @@ struct LauncherSize {
 // SLURM_NTASKS (srun; SLURM_NTASKS alone also inside an sbatch script). The first one set and
 // parseable as a positive integer wins; nullopt when none is.
 std::optional<LauncherSize> launcher_world_size(const EnvLookup& env = process_env);
+
+// In this order: `requested` > 0 (--threads); OMP_NUM_THREADS (its first entry); Slurm's
+// SLURM_CPUS_PER_TASK (capped by the rank's affinity mask); else the rank's share of its node
+// (blas_threads_per_rank: all of the rank's CPUs when it is alone, cores / local ranks when
+// several share a node without binding, so an unbound mpirun never oversubscribes).
+ThreadChoice choose_threads(int requested, const WorldInfo& info,
+                            const EnvLookup& env = process_env);
 
 // Refuses a job whose MPI size is not the one asked for, with one actionable line.
 // - expected > 0 (for example `--ranks N`): mpi_size must equal it.

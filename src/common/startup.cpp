@@ -9,16 +9,26 @@
 
 namespace hypic {
 
-void reexec_for_blas_kernel(int argc, char** argv) {
+void reexec_for_runtime_settings(int argc, char** argv) {
   (void)argc;
-  if (std::getenv("HYPIC_BLAS_REEXEC") != nullptr) return;  // already tried once
+  if (std::getenv("HYPIC_REEXEC") != nullptr) return;  // already tried once
+  bool changed = false;
   const std::string coretype = kernels::blas_recommended_coretype();
-  if (coretype.empty()) return;
-  setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
-  setenv("HYPIC_BLAS_REEXEC", "OpenBLAS auto-detected a generic core on this CPU", 1);
+  if (!coretype.empty()) {
+    setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
+    setenv("HYPIC_BLAS_REEXEC", "OpenBLAS auto-detected a generic core on this CPU", 1);
+    changed = true;
+  }
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (!changed) return;
+  setenv("HYPIC_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);
-  // execv failed: continue with the detected kernel; blas_info() shows which one runs.
+  // execv failed: continue with the defaults; blas_info() shows which kernel runs.
   unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("HYPIC_BLAS_REEXEC");
 }
 
 }  // namespace hypic

@@ -7,19 +7,19 @@
 // host_backend(), device pointers for cuda_backend()); dims are plain structs. One virtual call
 // per op and layer: the loops stay inside the implementations.
 //
-// Backends: host (kernels/host/: BLAS + Kokkos host execution space; backend in
+// Backends: host (kernels/host/: BLAS + OpenMP threads; backend in
 // kernels/host/host_backend.cpp) and cuda (kernels/cuda/: hand-written CUDA + cuBLAS, see
 // kernels/cuda/cuda_backend.cu for why not Kokkos). An op a backend does not implement yet
 // throws hypic::Error naming the op and the backend; supports(op) says so beforehand, so the op
 // harness (tests/unit/backend_ops_test.cpp) can list what it skipped.
 //
-// Kokkos: the host kernels run their loops through Kokkos' host execution space (RangePolicy
-// over heads, tokens or (layer, head) items; valid for Kokkos 3.4 and 4). They do not use one
-// Kokkos body for host and device (Views in a device memory space, TeamPolicy) because the
-// Kokkos hypic builds against by default, Debian's 3.4.1, is Serial-only: no CUDA space exists
-// to compile or test such a body here. The CUDA backend is hand-written CUDA + cuBLAS instead
-// (kernels/cuda/); a Kokkos device path can replace both once a CUDA-enabled Kokkos is the
-// build's Kokkos, behind this same interface.
+// Threads: the host kernels run their loops over heads, tokens, rows or (layer, head) items on
+// kernels::threads() OpenMP threads (threads.hpp), and split BLAS products into tiles fixed by
+// their shape; results are bit-identical at every thread count. Not Kokkos: the Kokkos hypic
+// builds against by default, Debian's 3.4.1, is Serial-only (one core), and has no CUDA space
+// to compile or test a shared host/device body here. The CUDA backend is hand-written CUDA +
+// cuBLAS instead (kernels/cuda/); a Kokkos device path can replace both once a CUDA-enabled
+// Kokkos is the build's Kokkos, behind this same interface.
 //
 // Adding an op: a value in Op (and its name in op_name), a pure virtual here, the host
 // implementation, an entry in the CUDA backend (kernel or "lacks" error), a reference and a

@@ -15,8 +15,9 @@ void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_id
 // xe[r, :] = x[pair_ids[r] / k, :] for r < n: the rows an expert's products read.
 void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe);
 
-// out[pair_ids[r] / k, :] += weights[pair_ids[r]] · ye[r, :] for r < n. Serial over r: two
-// pairs of one expert never share a token, but the caller's experts run one after another.
+// out[pair_ids[r] / k, :] += weights[pair_ids[r]] · ye[r, :] for r < n, rows in parallel: two
+// pairs of one expert never share a token, so the pairs of one call must be one expert's (the
+// caller's experts run one after another, which keeps each row's sum in expert order).
 void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                      const float* weights, float* out);
 

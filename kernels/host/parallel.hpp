@@ -1,0 +1,53 @@
+#pragma once
+// parallel_for over [0, n) for the host kernels, on kernels::threads() threads (OpenMP, static
+// schedule). Each index runs exactly the code it runs at one thread, so a kernel whose items
+// write disjoint outputs gives bit-identical results at every thread count. Inside another
+// parallel region (a head's products, a tile's work) it runs serially.
+#include <cstdint>
+
+#include "hypic/kernels/threads.hpp"
+
+#if defined(HYPIC_WITH_OPENMP)
+#include <omp.h>
+#endif
+
+namespace hypic::kernels::host {
+
+// Below this many (approximate) operations in all, a loop runs on the calling thread: waking
+// the team costs a few microseconds.
+constexpr int64_t kMinParallelWork = int64_t(1) << 14;
+
+inline bool in_parallel_region() {
+#if defined(HYPIC_WITH_OPENMP)
+  return omp_in_parallel() != 0;
+#else
+  return false;
+#endif
+}
+
+// f(i) for i in [0, n); work_per_item: rough operations per item, to keep tiny loops serial.
+template <class F>
+void parallel_for(int64_t n, int64_t work_per_item, const F& f) {
+#if defined(HYPIC_WITH_OPENMP)
+  const int nt = threads();
+  if (n > 1 && nt > 1 && n * work_per_item >= kMinParallelWork && !in_parallel_region()) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#else
+  (void)work_per_item;
+#endif
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+// The thread slot of the caller inside parallel_for: 0 … threads() − 1 (0 outside).
+inline int thread_slot() {
+#if defined(HYPIC_WITH_OPENMP)
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace hypic::kernels::host
