@@ -23,6 +23,7 @@ void add_forward_command(CLI::App& app) {
   on_run(sub, [args] {
     auto loaded = model::load_checkpoint(args->model);
     const auto ids = read_token_ids(args->input_ids, loaded.config.vocab_size);
+    require_fits_context(loaded.config, args->input_ids, ids.size(), 0);
     model::Model net(std::move(loaded.config), std::move(loaded.weights));
     auto cache = net.new_cache();
     const Tensor logits = net.prefill(ids, cache, model::LogitsMode::All);

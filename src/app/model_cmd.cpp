@@ -130,6 +130,8 @@ void add_model_commands(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   info->add_option("--model", *dir, "Model folder (config.json + safetensors)")->required();
   on_run(info, [dir] { return run_info(*dir); });
+
+  add_model_check_command(*model);
 }
 
 }  // namespace hypic::app

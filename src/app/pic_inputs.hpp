@@ -25,7 +25,8 @@ struct LoadedPicModel {
   std::string fingerprint;
   model::Tokenizer tokenizer;
 };
-LoadedPicModel load_pic_model(const std::string& dir);
+// Without tokenizer.json in `dir`, text is refused unless byte_tokenizer (one token per byte).
+LoadedPicModel load_pic_model(const std::string& dir, bool byte_tokenizer = false);
 
 struct CorpusDoc {
   std::string id;

@@ -24,6 +24,7 @@ struct WarmupArgs {
   int ranks = 0;
   bool sync = false;
   bool repair = false;
+  bool byte_tokenizer = false;
 };
 
 // Rank 0's side of the options: what to say when a worker dies, the cost model that plans
@@ -60,7 +61,7 @@ int run_warmup(const WarmupArgs& a) {
   kernels::set_blas_threads(cluster::blas_threads_per_rank(world));
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
-  LoadedPicModel m = load_pic_model(a.model);
+  LoadedPicModel m = load_pic_model(a.model, a.byte_tokenizer);
   cluster::WarmupOptions wo;
   wo.junction = junction;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
@@ -119,6 +120,7 @@ void add_warmup_command(CLI::App& app) {
   auto* sub = app.add_subcommand("warmup", "Compute a corpus's segment entries into the store");
   auto a = std::make_shared<WarmupArgs>();
   sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  add_byte_tokenizer_flag(sub, &a->byte_tokenizer);
   sub->add_option("--corpus", a->corpus, "JSONL lines {\"id\", \"text\" | \"tokens\"}")->required();
   sub->add_option("--store", a->store, "segment store (HDF5), created if absent")->required();
   sub->add_option("--junction", a->junction, "junction window: tokens, or a share in (0,1]")

@@ -129,6 +129,15 @@ void ModelConfig::validate() const {
   }
 }
 
+std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int64_t new_tokens) {
+  const int64_t context = cfg.max_position_embeddings;
+  if (prompt_tokens + new_tokens <= context) return "";
+  std::string why = "the prompt has " + std::to_string(prompt_tokens) + " tokens";
+  if (new_tokens > 0) why += " and up to " + std::to_string(new_tokens) + " new ones";
+  return why + ", " + (new_tokens > 0 ? "together " : "") + "more than the model's context of " +
+         std::to_string(context) + " positions (max_position_embeddings)";
+}
+
 json ModelConfig::to_json() const {
   return arch_spec().write_config(*this);
 }

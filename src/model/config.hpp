@@ -2,6 +2,7 @@
 // Model hyper-parameters read from a Hugging Face config.json. What an architecture's
 // config.json holds is decided by its ArchSpec (src/model/arch/); this struct is the union of
 // the fields the layers read. Implementation: src/model/config.cpp.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,10 @@ struct ModelConfig {
   // multiple of key heads).
   void validate() const;
 };
+
+// The one rule for the model's context, used by every command: a prompt of prompt_tokens
+// plus up to new_tokens generated ones must fit max_position_embeddings. Returns "" when
+// it fits, else the reason ("the prompt has P tokens and up to N new ones: ...").
+std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int64_t new_tokens);
 
 }  // namespace hypic::model

@@ -66,7 +66,8 @@ class ServeCli : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   static CliRun hypic(const std::string& args) { return cli_test::run_hypic(dir_, args); }
-  static std::string model_arg() { return "--model " + model_.string(); }
+  // The random model has no tokenizer.json: its text inputs are byte tokens, asked for.
+  static std::string model_arg() { return "--model " + model_.string() + " --byte-tokenizer"; }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
 
   static void expect_one_line_error(const CliRun& r, const std::string& needle) {
