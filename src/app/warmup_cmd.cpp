@@ -97,6 +97,15 @@ int run_warmup(const WarmupArgs& a) {
   const cluster::WarmupResult res =
       cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
 
+  if (a.repair) {  // what no document recomputed can never be served: drop it
+    const std::vector<store::DamagedEntry> dropped = st.drop_damaged();
+    if (!dropped.empty())
+      std::fprintf(stderr,
+                   "warmup: dropped %zu damaged index row%s that no corpus document replaces "
+                   "(first %s: %s)\n",
+                   dropped.size(), dropped.size() == 1 ? "" : "s", dropped.front().key.c_str(),
+                   dropped.front().problem.c_str());
+  }
   save_fitted_cost_model(res, m.fingerprint + ", " + cfg.layout_string(), world, a.store);
   const double dt = res.seconds;
   const store::StoreStats stats = st.stats();

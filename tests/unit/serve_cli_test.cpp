@@ -183,7 +183,7 @@ TEST_F(ServeCli, BadInputGivesOneClearLine) {
   const fs::path other = dir_ / "other-model";
   ASSERT_EQ(hypic("model init --arch qwen3_5 --preset tiny --seed 4 --out " + other.string()).code,
             0);
-  r = hypic("serve --model " + other.string() + " --corpus " + p("corpus.jsonl") +
+  r = hypic("serve --byte-tokenizer --model " + other.string() + " --corpus " + p("corpus.jsonl") +
             " --mode pic --junction 4 --out " + p("bad-out") + " --queries " + p("good.jsonl") +
             " --store " + store);
   expect_one_line_error(r, "fingerprint");
