@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -58,6 +59,9 @@ std::string one_line_parse_error(const CLI::App* app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past the file-size limit (ulimit -f) a write then fails with EFBIG, which the store
+  // reports in one line, instead of SIGXFSZ killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   hypic::reexec_for_blas_kernel(argc, argv);
   MPI_Init(&argc, &argv);
   int rc = 0;

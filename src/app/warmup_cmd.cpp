@@ -54,6 +54,30 @@ void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string&
   fitted.save(cluster::cost_model_path(store_path));
 }
 
+// After a warm-up stopped for lack of space: roughly how much the documents not yet in the
+// store need, at the bytes per token of the entries stored so far.
+std::string space_still_needed(const store::SegmentStore& st,
+                               const std::vector<std::vector<int32_t>>& docs) {
+  const store::StoreStats s = st.stats();
+  uint64_t missing_docs = 0, missing_tokens = 0;
+  for (const std::vector<int32_t>& d : docs) {
+    if (st.contains(st.key_for(d))) continue;
+    ++missing_docs;
+    missing_tokens += d.size();
+  }
+  if (s.tokens == 0)
+    return std::to_string(missing_docs) + " documents are still to be stored; free space and rerun";
+  const double per_token = static_cast<double>(s.payload_bytes) / static_cast<double>(s.tokens);
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the %llu documents not yet stored (%llu tokens) need about %.1f MiB more; free "
+                "that much (or raise the limit) and rerun to resume",
+                static_cast<unsigned long long>(missing_docs),
+                static_cast<unsigned long long>(missing_tokens),
+                per_token * static_cast<double>(missing_tokens) / 1048576.0);
+  return text;
+}
+
 int run_warmup(const WarmupArgs& a) {
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
@@ -94,8 +118,13 @@ int run_warmup(const WarmupArgs& a) {
     std::fprintf(stderr,
                  "warmup: %d ranks (1 planner and writer, %d workers), %d BLAS threads each\n",
                  world.size, world.size - 1, cluster::blas_threads_per_rank(world));
-  const cluster::WarmupResult res =
-      cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  cluster::WarmupResult res;
+  try {
+    res = cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  } catch (const Error& e) {
+    if (st.space_problem().empty()) throw;
+    throw Error(std::string(e.what()) + "; " + space_still_needed(st, docs));
+  }
 
   if (a.repair) {  // what no document recomputed can never be served: drop it
     const std::vector<store::DamagedEntry> dropped = st.drop_damaged();

@@ -1,6 +1,8 @@
 #include "store/segment_store.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -372,7 +374,36 @@ struct SegmentStore::Impl {
   uint64_t dropped_rows = 0;                  // rows `warmup --repair` dropped
   std::vector<std::string> names;
   std::unordered_map<std::string, uint32_t> name_ids;
-  std::string failed;  // set after a write error: the store must be reopened
+  std::string failed;         // set after a write error: the store must be reopened
+  std::string space_problem;  // set when that error came from the file-size limit or a full disk
+
+  // Why a write of `more` bytes past the file's end failed, when space explains it: the
+  // process's file-size limit (ulimit -f; SIGXFSZ is ignored so the write fails with EFBIG)
+  // or a full file system. "" when neither does.
+  std::string diagnose_space(uint64_t more) const {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) return "";
+    char text[256];
+    rlimit limit{};
+    if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+        size + more > static_cast<uint64_t>(limit.rlim_cur)) {
+      std::snprintf(text, sizeof text,
+                    "the file-size limit of this process (ulimit -f) of %.1f MiB was reached (%s)",
+                    static_cast<double>(limit.rlim_cur) / 1048576.0, std::strerror(EFBIG));
+      return text;
+    }
+    struct statvfs fs_info {};
+    const std::string folder = std::filesystem::absolute(path, ec).parent_path().string();
+    if (statvfs(folder.c_str(), &fs_info) == 0 &&
+        static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < more) {
+      std::snprintf(text, sizeof text, "the file system holding it is full (%.1f MiB free: %s)",
+                    static_cast<double>(fs_info.f_bavail) * fs_info.f_frsize / 1048576.0,
+                    std::strerror(ENOSPC));
+      return text;
+    }
+    return "";
+  }
 
   std::string where() const { return "segment store '" + path + "'"; }
 
@@ -642,6 +673,15 @@ struct SegmentStore::Impl {
     next.names += added_names.size();
     next.payload_end += row.payload_count;
     next.crc = record_crc(next);
+    // Checked before writing: a write that fails inside HDF5 (EFBIG, ENOSPC) leaves its caches
+    // dirty, and closing the file then fails again. The margin covers a new payload chunk and
+    // the metadata HDF5 may add.
+    const uint64_t need = bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row) +
+                          kPayloadChunk * element_bytes + (256u << 10);
+    space_problem = diagnose_space(need);
+    if (!space_problem.empty())
+      throw Error(where() + ": writing entry " + key + " failed: " + space_problem + "; the " +
+                  std::to_string(committed.entries) + " entries committed before it are intact");
     try {
       // 1. Everything the entry needs, past the committed ends.
       if (!added_names.empty()) {
@@ -668,6 +708,11 @@ struct SegmentStore::Impl {
       durable_flush();
     } catch (const Error& e) {
       failed = e.what();
+      space_problem = diagnose_space(bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row));
+      if (!space_problem.empty())
+        throw Error(where() + ": writing entry " + key + " failed: " + space_problem + " (" +
+                    e.what() + "); the " + std::to_string(committed.entries) +
+                    " entries committed before it are intact");
       throw Error(where() + ": writing entry " + key + " failed (" + e.what() +
                   "); entries committed before it are intact");
     }
@@ -994,6 +1039,10 @@ StoreStats SegmentStore::stats() const {
   }
   st.bytes_by_kind.assign(by_kind.begin(), by_kind.end());
   return st;
+}
+
+const std::string& SegmentStore::space_problem() const {
+  return impl_->space_problem;
 }
 
 std::vector<DamagedEntry> SegmentStore::drop_damaged() {

@@ -140,6 +140,10 @@ class SegmentStore {
   std::vector<DamagedEntry> drop_damaged();
   StoreStats stats() const;
 
+  // After a put() that failed for lack of space (the file-size limit or a full disk): which
+  // of the two; "" otherwise.
+  const std::string& space_problem() const;
+
   // Closes now, reporting errors (the destructor closes silently).
   void close();
 
