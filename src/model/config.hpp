@@ -81,9 +81,11 @@ struct ModelConfig {
   void validate() const;
 };
 
-// The one rule for the model's context, used by every command: a prompt of prompt_tokens
-// plus up to new_tokens generated ones must fit max_position_embeddings. Returns "" when
-// it fits, else the reason ("the prompt has P tokens and up to N new ones: ...").
+// The one rule for the model's context, used by every command: every token the model runs
+// needs a position below max_position_embeddings: the prompt's, and each generated token's
+// but the last (which is only picked, never fed back). context_positions() counts them;
+// context_overflow() returns "" when they fit, else the reason in words.
+int64_t context_positions(int64_t prompt_tokens, int64_t new_tokens);
 std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int64_t new_tokens);
 
 }  // namespace hypic::model

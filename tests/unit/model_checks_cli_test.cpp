@@ -191,20 +191,21 @@ TEST(ModelChecksCli, PromptPlusNewTokensPastTheContextIsRefusedEverywhere) {
                         "ids17.json: the prompt has 17 tokens, more than the model's context of "
                         "16 positions");
   EXPECT_FALSE(fs::exists(tmp.file("g.h5")));
-  EXPECT_EQ(hypic(tmp, "generate" + m + " --input-ids ids10.json --max-new-tokens 6").code, 0);
-  expect_one_line_error(hypic(tmp, "generate" + m + " --input-ids ids10.json --max-new-tokens 7"),
-                        "the prompt has 10 tokens and up to 7 new ones, together more than the "
-                        "model's context of 16 positions");
+  // The last new token is only picked, never run: 10 + 7 tokens need 16 positions.
+  EXPECT_EQ(hypic(tmp, "generate" + m + " --input-ids ids10.json --max-new-tokens 7").code, 0);
+  expect_one_line_error(hypic(tmp, "generate" + m + " --input-ids ids10.json --max-new-tokens 8"),
+                        "the prompt has 10 tokens and up to 8 new ones, which need 17 positions, "
+                        "more than the model's context of 16 positions");
 
   write(tmp, "q.jsonl",
         R"({"id": "fits", "segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8]}], )"
-        R"("question_tokens": [1, 2], "max_new_tokens": 6})"
+        R"("question_tokens": [1, 2], "max_new_tokens": 7})"
         "\n"
         R"({"id": "long", "segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8]}], )"
-        R"("question_tokens": [1, 2], "max_new_tokens": 7})"
+        R"("question_tokens": [1, 2], "max_new_tokens": 8})"
         "\n");
   expect_one_line_error(hypic(tmp, "serve" + m + " --queries q.jsonl --out o"),
-                        "query 'long': the prompt has 10 tokens and up to 7 new ones");
+                        "query 'long': the prompt has 10 tokens and up to 8 new ones");
   EXPECT_FALSE(fs::exists(tmp.file("o")));
   CliRun r = hypic(tmp, "serve" + m + " --queries q.jsonl --out o --on-bad-line skip");
   EXPECT_EQ(r.code, 0) << r.err;
