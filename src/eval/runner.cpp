@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "eval/metrics.hpp"
-#include "model/config.hpp"
 #include "hypic/error.hpp"
+#include "model/config.hpp"
 
 namespace hypic::eval {
 namespace {

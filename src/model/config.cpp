@@ -141,8 +141,8 @@ std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int6
   if (new_tokens > 0)
     why += " and up to " + std::to_string(new_tokens) + " new ones, which need " +
            std::to_string(positions) + " positions,";
-  return why + (new_tokens > 0 ? "" : ",") + " more than the model's context of " + std::to_string(context) +
-         " positions (max_position_embeddings)";
+  return why + (new_tokens > 0 ? "" : ",") + " more than the model's context of " +
+         std::to_string(context) + " positions (max_position_embeddings)";
 }
 
 json ModelConfig::to_json() const {
