@@ -33,10 +33,12 @@ void add_bench_tokenize(CLI::App& bench) {
     std::string model, text, json;
     double seconds = 1.0;
     size_t sample_bytes = 4 << 20;
+    bool byte_tokenizer = false;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "model folder (its tokenizer.json) or a tokenizer.json")
       ->required();
+  add_byte_tokenizer_flag(sub, &args->byte_tokenizer);
   sub->add_option("--text", args->text, "UTF-8 text file to encode (default: a mixed sample)");
   sub->add_option("--sample-bytes", args->sample_bytes, "size of the default sample")
       ->capture_default_str();
@@ -44,7 +46,10 @@ void add_bench_tokenize(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--json", args->json, "write the figures to this JSON file");
   on_run(sub, [args] {
-    const model::Tokenizer tok = model::Tokenizer::for_model(args->model);
+    const model::Tokenizer tok = model::Tokenizer::for_model(
+        args->model, args->byte_tokenizer ? model::Tokenizer::Fallback::kByteLevel
+                                          : model::Tokenizer::Fallback::kRefuseText);
+    tok.require_text_support();
     const std::string text =
         args->text.empty() ? bench::sample_text(args->sample_bytes) : read_text(args->text);
     std::printf("tokenizer: %s\n", tok.describe().c_str());

@@ -32,6 +32,7 @@ struct ChatArgs {
   int max_new_tokens = 32;
   double memory_budget_mib = 1024;
   int ranks = 0;
+  bool byte_tokenizer = false;
 };
 
 int run_chat(const ChatArgs& a) {
@@ -48,7 +49,8 @@ int run_chat(const ChatArgs& a) {
     return 0;
   }
   const bool interactive = isatty(fileno(stdin)) != 0;
-  LoadedPicModel m = load_pic_model(a.model, *device.backend);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
+  m.tokenizer.require_text_support();  // a chat is all text
   eval::ChatSession s(*m.model, m.fingerprint, m.tokenizer,
                       {a.store, a.mode, a.junction, a.dtype, a.max_new_tokens, a.memory_budget_mib},
                       interactive);
@@ -95,6 +97,7 @@ void add_chat_command(CLI::App& app) {
   auto* sub = app.add_subcommand("chat", "Ask questions over documents, interactively");
   auto a = std::make_shared<ChatArgs>();
   sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  add_byte_tokenizer_flag(sub, &a->byte_tokenizer);
   sub->add_option("--store", a->store,
                   "segment store for the chosen junction (created if absent; default: a "
                   "session store removed at the end)");

@@ -35,6 +35,12 @@ CLI::Validator non_negative_count() {
       "");  // no description: the help text stays as it was
 }
 
+void add_byte_tokenizer_flag(CLI::App* sub, bool* byte_tokenizer) {
+  sub->add_flag("--byte-tokenizer", *byte_tokenizer,
+                "when the model folder has no tokenizer.json, turn text into one token per byte "
+                "(without this flag such a folder refuses text)");
+}
+
 void register_commands(CLI::App& app) {
   add_info_command(app);
   add_model_commands(app);

@@ -16,9 +16,14 @@ void on_run(CLI::App* sub, std::function<int()> run);
 // (CLI11 would wrap "-3" into a huge unsigned count).
 CLI::Validator non_negative_count();
 
+// `--byte-tokenizer`: a model folder without tokenizer.json may turn text into one token
+// per byte; without the flag such a folder refuses text (Tokenizer::Fallback).
+void add_byte_tokenizer_flag(CLI::App* sub, bool* byte_tokenizer);
+
 // Command groups, one file each.
 void add_info_command(CLI::App& app);
 void add_model_commands(CLI::App& app);
+void add_model_check_command(CLI::App& model);  // `model check`, registered by add_model_commands
 void add_forward_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_commands(CLI::App& app);

@@ -47,6 +47,7 @@ struct EvalArgs {
   int max_new_tokens = 0;  // 0: the template's max_answer_tokens
   double memory_budget_mib = 1024;
   int ranks = 0;
+  bool byte_tokenizer = false;
 };
 
 std::vector<pic::Mode> parse_modes(const std::string& text) {
@@ -121,14 +122,20 @@ void prepare(EvalRun& run, const eval::TemplateSet& templates) {
   const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, run.tmpl->split, ro);
   HYPIC_REQUIRE(!data.examples.empty(), a.input + ": no examples");
   run.max_new = a.max_new_tokens > 0 ? a.max_new_tokens : run.tmpl->max_answer_tokens;
-  run.m.emplace(load_pic_model(a.model, *choose_device(a.device).backend));
+  run.m.emplace(load_pic_model(a.model, *choose_device(a.device).backend, a.byte_tokenizer));
   std::vector<std::string> skipped;
   run.items =
       eval::make_items(data.examples, *run.tmpl, run.m->tokenizer,
                        run.m->model->config().max_position_embeddings, run.max_new, skipped);
   for (const std::string& why : skipped) std::fprintf(stderr, "eval: skipping %s\n", why.c_str());
   run.skipped = skipped.size();
-  HYPIC_REQUIRE(!run.items.empty(), a.input + ": no example fits the model");
+  const std::string how_many =
+      std::to_string(skipped.size()) + " of " + std::to_string(data.examples.size()) +
+      " examples skipped (each needs context segments, and its prompt plus up to " +
+      std::to_string(run.max_new) + " new tokens must fit the model's context of " +
+      std::to_string(run.m->model->config().max_position_embeddings) + " positions)";
+  HYPIC_REQUIRE(!run.items.empty(), a.input + ": no example fits the model: " + how_many);
+  if (!skipped.empty()) std::fprintf(stderr, "eval: %s\n", how_many.c_str());
 }
 
 // Every distinct segment once into the store, computed by the workers (or here, with one
@@ -274,6 +281,7 @@ void add_eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Score a dataset in every caching mode");
   auto a = std::make_shared<EvalArgs>();
   sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  add_byte_tokenizer_flag(sub, &a->byte_tokenizer);
   sub->add_option("--dataset", a->dataset, "dataset name (template), e.g. hotpotqa")->required();
   sub->add_option("--input", a->input, "LongBench JSONL or HotpotQA JSON file")->required();
   sub->add_option("--modes", a->modes, "comma-separated modes")->capture_default_str();

@@ -28,6 +28,7 @@ void add_forward_command(CLI::App& app) {
     print_device(device);
     auto loaded = model::load_checkpoint(args->model);
     const auto ids = read_token_ids(args->input_ids, loaded.config.vocab_size);
+    require_fits_context(loaded.config, args->input_ids, ids.size(), 0);
     model::Model net(std::move(loaded.config),
                      model::to_backend(std::move(loaded.weights), *device.backend),
                      *device.backend);

@@ -43,14 +43,23 @@ int run_inspect(const InspectArgs& a) {
   if (v.uncommitted_payload_bytes > 0)
     std::printf(", %.2f MiB left past the last commit by an interrupted writer (ignored)",
                 mib(v.uncommitted_payload_bytes));
+  if (v.dropped_rows > 0)
+    std::printf(", %llu damaged rows dropped by a repair",
+                static_cast<unsigned long long>(v.dropped_rows));
   std::printf("\n");
+  std::printf("header         %s\n", !v.header_problem.empty() ? "damaged"
+                                     : v.header_unchecked      ? "not checked (no header_crc32c)"
+                                                               : "checksum OK");
   for (const store::DamagedEntry& d : v.damaged)
     std::printf("  damaged %s: %s\n", d.key.c_str(), d.problem.c_str());
   std::fflush(stdout);
+  if (!v.header_problem.empty())
+    throw Error("store " + a.store + ": " + v.header_problem +
+                "; its entries cannot be trusted to belong to the model it names (recompute it "
+                "into a new store)");
   if (!v.ok())
-    throw Error("store " + a.store + " has " + std::to_string(v.damaged.size()) + " damaged entr" +
-                (v.damaged.size() == 1 ? "y" : "ies") + " (first " + v.damaged.front().key + ": " +
-                v.damaged.front().problem + "); `hypic warmup --repair` or serve recompute them");
+    throw Error("store " + a.store + " has " + v.first_problem() +
+                "; `hypic warmup --repair` recomputes them (and drops what it cannot)");
   return 0;
 }
 

@@ -37,6 +37,13 @@ std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
   return out;
 }
 
+void require_fits_context(const model::ModelConfig& cfg, const std::string& source,
+                          size_t prompt_tokens, int64_t new_tokens) {
+  const std::string why =
+      model::context_overflow(cfg, static_cast<int64_t>(prompt_tokens), new_tokens);
+  HYPIC_REQUIRE(why.empty(), source + ": " + why);
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);

@@ -4,11 +4,18 @@
 #include <string>
 #include <vector>
 
+#include "model/config.hpp"
+
 namespace hypic::app {
 
 // Reads token ids from a JSON file: either a list of ints or {"input_ids": [...]}.
 // Throws hypic::Error naming the file and what is wrong.
 std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size);
+
+// Refuses (hypic::Error naming `source`) a prompt that with new_tokens generated ones would
+// not fit the model's context (model::context_overflow), before anything is allocated.
+void require_fits_context(const model::ModelConfig& cfg, const std::string& source,
+                          size_t prompt_tokens, int64_t new_tokens);
 
 // Writes text to a file (creating parent folders); throws hypic::Error on failure.
 void write_text_file(const std::string& path, const std::string& text);

@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "app/run_options.hpp"
 #include "cluster/watch.hpp"
 #include "common/startup.hpp"
+#include "hypic/error.hpp"
 
 namespace {
 
@@ -57,6 +60,9 @@ std::string one_line_parse_error(const CLI::App* app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past the file-size limit (ulimit -f) a write then fails with EFBIG, which the store
+  // reports in one line, instead of SIGXFSZ killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   hypic::reexec_for_runtime_settings(argc, argv);
   MPI_Init(&argc, &argv);
   int rc = 0;
@@ -80,8 +86,23 @@ int main(int argc, char** argv) {
       // Printed the moment the death was seen, unless the signal handler had already done so.
       if (!e.printed()) std::fprintf(stderr, "hypic: error: %s\n", e.what());
       rc = 1;
-    } catch (const std::exception& e) {
+    } catch (const hypic::Error& e) {
       std::fprintf(stderr, "hypic: error: %s\n", e.what());
+      rc = 1;
+    } catch (const std::bad_alloc&) {
+      // Sizes are checked before large allocations; this names the command at least.
+      std::string path;
+      selected_command(&app, &path);
+      std::fprintf(stderr,
+                   "hypic: error: `%s` ran out of memory (std::bad_alloc): an input or option "
+                   "asks for more memory than this machine has; try smaller inputs\n",
+                   path.c_str());
+      rc = 1;
+    } catch (const std::exception& e) {
+      // Not one of hypic's own messages (a library's): say which command it stopped.
+      std::string path;
+      selected_command(&app, &path);
+      std::fprintf(stderr, "hypic: error: `%s` failed: %s\n", path.c_str(), e.what());
       rc = 1;
     }
     Kokkos::finalize();

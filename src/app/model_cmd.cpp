@@ -181,6 +181,8 @@ void add_model_commands(CLI::App& app) {
   info->require_option(1);
   on_run(info,
          [dir, config] { return config->empty() ? run_info(*dir) : run_info_config(*config); });
+
+  add_model_check_command(*model);
 }
 
 }  // namespace hypic::app

@@ -49,6 +49,7 @@ std::vector<int32_t> token_list(const json& j, const std::string& what, int voca
 std::vector<int32_t> text_tokens(const json& j, const std::string& what,
                                  const model::Tokenizer& tok, int vocab, bool parse_special) {
   line_require(j.is_string(), what + " must be a string");
+  tok.require_text_support();  // a missing tokenizer.json refuses the run, not just the line
   std::vector<int32_t> ids;
   try {
     ids = tok.encode(j.get<std::string>(), parse_special);
@@ -109,10 +110,13 @@ BadLinePolicy parse_bad_line_policy(const std::string& text) {
   throw Error("--on-bad-line must be 'fail' or 'skip', not '" + text + "'");
 }
 
-LoadedPicModel load_pic_model(const std::string& dir, const kernels::Backend& backend) {
+LoadedPicModel load_pic_model(const std::string& dir, const kernels::Backend& backend,
+                              bool byte_tokenizer) {
   model::LoadedModel loaded = model::load_checkpoint(dir);
-  LoadedPicModel out{nullptr, pic::model_fingerprint(loaded.config, loaded.weights),
-                     model::Tokenizer::for_model(dir)};
+  LoadedPicModel out{
+      nullptr, pic::model_fingerprint(loaded.config, loaded.weights),
+      model::Tokenizer::for_model(dir, byte_tokenizer ? model::Tokenizer::Fallback::kByteLevel
+                                                      : model::Tokenizer::Fallback::kRefuseText)};
   out.model = std::make_unique<model::Model>(
       std::move(loaded.config), model::to_backend(std::move(loaded.weights), backend), backend);
   return out;
@@ -218,10 +222,8 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
     }
     int64_t total = static_cast<int64_t>(q.prefix.size() + q.question.size());
     for (const auto& seg : q.segments) total += static_cast<int64_t>(seg.size());
-    line_require(total <= cfg.max_position_embeddings,
-                 what + ": the prompt has " + std::to_string(total) +
-                     " tokens, more than the model's context of " +
-                     std::to_string(cfg.max_position_embeddings));
+    const std::string too_long = model::context_overflow(cfg, total, q.max_new_tokens);
+    line_require(too_long.empty(), what + ": " + too_long);
     out.queries.push_back(std::move(s));
   });
   return out;

@@ -27,9 +27,11 @@ struct LoadedPicModel {
   model::Tokenizer tokenizer;
 };
 // The model computes on `backend` (its weights uploaded there); the fingerprint is taken from
-// the weights as loaded.
+// the weights as loaded. Without tokenizer.json in `dir`, text is refused unless
+// byte_tokenizer (one token per byte).
 LoadedPicModel load_pic_model(const std::string& dir,
-                              const kernels::Backend& backend = kernels::host_backend());
+                              const kernels::Backend& backend = kernels::host_backend(),
+                              bool byte_tokenizer = false);
 
 struct CorpusDoc {
   std::string id;

@@ -34,6 +34,7 @@ struct ServeArgs {
   int max_new_tokens = 16;
   int ranks = 0;
   bool compare_full = false;
+  bool byte_tokenizer = false;
 };
 
 // Rank 0's engines: the mode's (its cold segments computed by the workers when there are
@@ -113,7 +114,7 @@ int run_serve(const ServeArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  LoadedPicModel m = load_pic_model(a.model, *device.backend);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
     cluster::run_worker(comm.get(), *m.model, junction);
     return 0;
@@ -167,6 +168,7 @@ void add_serve_command(CLI::App& app) {
   auto* sub = app.add_subcommand("serve", "Answer a batch of queries in one caching mode");
   auto a = std::make_shared<ServeArgs>();
   sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  add_byte_tokenizer_flag(sub, &a->byte_tokenizer);
   sub->add_option("--store", a->store,
                   "segment store (pic modes; created if absent; cold entries are written back)");
   sub->add_option("--queries", a->queries, "JSONL query lines")->required();

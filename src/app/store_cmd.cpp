@@ -64,9 +64,7 @@ void require_same(const Settings& want, const Settings& got) {
 }
 
 std::string damaged_text(const std::string& what, const store::VerifyReport& v) {
-  return what + " has " + std::to_string(v.damaged.size()) + " damaged entr" +
-         (v.damaged.size() == 1 ? "y" : "ies") + " (first " + v.damaged.front().key + ": " +
-         v.damaged.front().problem + ")";
+  return what + (v.header_problem.empty() ? " has " : ": ") + v.first_problem();
 }
 
 bool same_file(const std::string& a, const std::string& b) {

@@ -26,6 +26,7 @@ struct WarmupArgs {
   int ranks = 0;
   bool sync = false;
   bool repair = false;
+  bool byte_tokenizer = false;
 };
 
 // Rank 0's side of the options: what to say when a worker dies, the cost model that plans
@@ -55,6 +56,30 @@ void save_fitted_cost_model(const cluster::WarmupResult& res, const std::string&
   fitted.save(cluster::cost_model_path(store_path));
 }
 
+// After a warm-up stopped for lack of space: roughly how much the documents not yet in the
+// store need, at the bytes per token of the entries stored so far.
+std::string space_still_needed(const store::SegmentStore& st,
+                               const std::vector<std::vector<int32_t>>& docs) {
+  const store::StoreStats s = st.stats();
+  uint64_t missing_docs = 0, missing_tokens = 0;
+  for (const std::vector<int32_t>& d : docs) {
+    if (st.contains(st.key_for(d))) continue;
+    ++missing_docs;
+    missing_tokens += d.size();
+  }
+  if (s.tokens == 0)
+    return std::to_string(missing_docs) + " documents are still to be stored; free space and rerun";
+  const double per_token = static_cast<double>(s.payload_bytes) / static_cast<double>(s.tokens);
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the %llu documents not yet stored (%llu tokens) need about %.1f MiB more; free "
+                "that much (or raise the limit) and rerun to resume",
+                static_cast<unsigned long long>(missing_docs),
+                static_cast<unsigned long long>(missing_tokens),
+                per_token * static_cast<double>(missing_tokens) / 1048576.0);
+  return text;
+}
+
 int run_warmup(const WarmupArgs& a) {
   const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
@@ -63,7 +88,7 @@ int run_warmup(const WarmupArgs& a) {
   if (world.rank == 0) print_device(device);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
-  LoadedPicModel m = load_pic_model(a.model, *device.backend);
+  LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   cluster::WarmupOptions wo;
   wo.junction = junction;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
@@ -95,9 +120,23 @@ int run_warmup(const WarmupArgs& a) {
   if (world.size > 1)
     std::fprintf(stderr, "warmup: %d ranks (1 planner and writer, %d workers), %d threads each\n",
                  world.size, world.size - 1, kernels::threads());
-  const cluster::WarmupResult res =
-      cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  cluster::WarmupResult res;
+  try {
+    res = cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
+  } catch (const Error& e) {
+    if (st.space_problem().empty()) throw;
+    throw Error(std::string(e.what()) + "; " + space_still_needed(st, docs));
+  }
 
+  if (a.repair) {  // what no document recomputed can never be served: drop it
+    const std::vector<store::DamagedEntry> dropped = st.drop_damaged();
+    if (!dropped.empty())
+      std::fprintf(stderr,
+                   "warmup: dropped %zu damaged index row%s that no corpus document replaces "
+                   "(first %s: %s)\n",
+                   dropped.size(), dropped.size() == 1 ? "" : "s", dropped.front().key.c_str(),
+                   dropped.front().problem.c_str());
+  }
   save_fitted_cost_model(res, m.fingerprint + ", " + cfg.layout_string(), world, a.store);
   const double dt = res.seconds;
   const store::StoreStats stats = st.stats();
@@ -121,6 +160,7 @@ void add_warmup_command(CLI::App& app) {
   auto* sub = app.add_subcommand("warmup", "Compute a corpus's segment entries into the store");
   auto a = std::make_shared<WarmupArgs>();
   sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  add_byte_tokenizer_flag(sub, &a->byte_tokenizer);
   sub->add_option("--corpus", a->corpus, "JSONL lines {\"id\", \"text\" | \"tokens\"}")->required();
   sub->add_option("--store", a->store, "segment store (HDF5), created if absent")->required();
   sub->add_option("--junction", a->junction, "junction window: tokens, or a share in (0,1]")

@@ -274,11 +274,10 @@ class ChatSession::Impl {
     }
     q.question = tok_.encode("\nQuestion: " + question + "\nAnswer:", false);
     q.max_new_tokens = a_.max_new_tokens;
-    n += static_cast<int64_t>(q.question.size()) + a_.max_new_tokens;
-    HYPIC_REQUIRE(n <= model_.config().max_position_embeddings,
-                  "the prompt (" + std::to_string(n) +
-                      " tokens with the answer) exceeds the model's "
-                      "context; use ask-on with fewer documents");
+    n += static_cast<int64_t>(q.question.size());
+    const std::string too_long = model::context_overflow(model_.config(), n, a_.max_new_tokens);
+    HYPIC_REQUIRE(too_long.empty(),
+                  too_long + "; use ask-on with fewer documents or a smaller --max-new-tokens");
     const pic::QueryResult r = engine().run(q);
     std::fprintf(out_, "answer: %s\n", one_line(tok_.decode(r.answer, true)).c_str());
     std::fprintf(

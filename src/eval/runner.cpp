@@ -7,6 +7,7 @@
 
 #include "eval/metrics.hpp"
 #include "hypic/error.hpp"
+#include "model/config.hpp"
 
 namespace hypic::eval {
 namespace {
@@ -36,8 +37,8 @@ std::vector<EvalItem> make_items(const std::vector<Example>& examples, const Pro
     }
     p.query.question = tok.encode(render_suffix(tmpl, ex.question), false);
     p.query.max_new_tokens = max_new_tokens;
-    n += static_cast<int64_t>(p.query.question.size()) + max_new_tokens;
-    if (p.query.segments.empty() || n > context) {
+    n += static_cast<int64_t>(p.query.question.size());
+    if (p.query.segments.empty() || model::context_positions(n, max_new_tokens) > context) {
       skipped.push_back(ex.id + (p.query.segments.empty()
                                      ? " (no context segments)"
                                      : " (prompt and answer exceed the model's context)"));

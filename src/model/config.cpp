@@ -129,6 +129,22 @@ void ModelConfig::validate() const {
   }
 }
 
+int64_t context_positions(int64_t prompt_tokens, int64_t new_tokens) {
+  return prompt_tokens + std::max<int64_t>(new_tokens - 1, 0);
+}
+
+std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int64_t new_tokens) {
+  const int64_t context = cfg.max_position_embeddings;
+  const int64_t positions = context_positions(prompt_tokens, new_tokens);
+  if (positions <= context) return "";
+  std::string why = "the prompt has " + std::to_string(prompt_tokens) + " tokens";
+  if (new_tokens > 0)
+    why += " and up to " + std::to_string(new_tokens) + " new ones, which need " +
+           std::to_string(positions) + " positions,";
+  return why + (new_tokens > 0 ? "" : ",") + " more than the model's context of " +
+         std::to_string(context) + " positions (max_position_embeddings)";
+}
+
 json ModelConfig::to_json() const {
   return arch_spec().write_config(*this);
 }

@@ -2,6 +2,7 @@
 // Model hyper-parameters read from a Hugging Face config.json. What an architecture's
 // config.json holds is decided by its ArchSpec (src/model/arch/); this struct is the union of
 // the fields the layers read. Implementation: src/model/config.cpp.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,12 @@ struct ModelConfig {
   // multiple of key heads).
   void validate() const;
 };
+
+// The one rule for the model's context, used by every command: every token the model runs
+// needs a position below max_position_embeddings: the prompt's, and each generated token's
+// but the last (which is only picked, never fed back). context_positions() counts them;
+// context_overflow() returns "" when they fit, else the reason in words.
+int64_t context_positions(int64_t prompt_tokens, int64_t new_tokens);
+std::string context_overflow(const ModelConfig& cfg, int64_t prompt_tokens, int64_t new_tokens);
 
 }  // namespace hypic::model

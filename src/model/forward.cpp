@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
+
+#include <unistd.h>
 
 namespace hypic::model {
 namespace {
@@ -12,6 +16,39 @@ constexpr int kDeltaRuleChunk = 64;
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+// A NaN or Inf logit makes every pick meaningless (argmax then returns id 0 again and
+// again), so it ends the run with one line instead of a silent wrong answer.
+void require_finite_logits(const Tensor& logits, int64_t first_position) {
+  if (logits.numel() == 0) return;
+  const int64_t vocab = logits.dim(1);
+  const float* x = logits.data();
+  for (int64_t i = 0; i < logits.numel(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    const int64_t row = i / vocab;
+    throw Error(std::string("the model's logits are not finite (") +
+                (std::isnan(x[i]) ? "NaN" : "Inf") + " for token id " + std::to_string(i % vocab) +
+                " at position " + std::to_string(first_position + row) +
+                "): its weights or activations hold NaN or Inf values; `hypic model check "
+                "--model DIR` names the first non-finite weight");
+  }
+}
+
+// Refuses, before allocating, a logits tensor larger than the machine's memory (std::bad_alloc
+// would say nothing about which size was too big).
+void require_logits_fit(int64_t rows, int64_t vocab) {
+  const double bytes = static_cast<double>(rows) * static_cast<double>(vocab) * sizeof(float);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double memory = static_cast<double>(pages) * static_cast<double>(page);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f GiB, more than this machine's %.1f GiB", bytes / kGiB,
+                memory / kGiB);
+  HYPIC_REQUIRE(bytes <= memory, "the logits of " + std::to_string(rows) + " tokens x " +
+                                     std::to_string(vocab) + " vocabulary entries need " + buf +
+                                     " of memory; give fewer tokens");
+}
+
 }  // namespace
 
 int32_t argmax(const float* x, int64_t n) {
@@ -127,6 +164,8 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   }
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t vocab = cfg_.vocab_size;
+  const int64_t pos0 = cache.n_tokens;
+  if (mode == LogitsMode::All) require_logits_fit(T, vocab);
   Tensor logits({mode == LogitsMode::All ? T : mode == LogitsMode::Last ? 1 : 0, vocab});
   for (int64_t b0 = 0; b0 < T; b0 += max_block_) {
     const int n = static_cast<int>(std::min<int64_t>(max_block_, T - b0));
@@ -137,6 +176,7 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
     else  // only the very last row's logits are wanted
       run_block(tokens.data() + b0, n, cache, b0 + n == T ? 1 : 0, logits.data());
   }
+  require_finite_logits(logits, mode == LogitsMode::All ? pos0 : pos0 + T - 1);
   return logits;
 }
 

@@ -262,8 +262,21 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                   ") overlap in their data_offsets; the file is damaged or was not written "
                   "by a safetensors writer");
     }
+    // The format forbids holes too: bytes no tensor claims mean a damaged or foreign header.
+    const uint64_t covered = reaches_furthest == nullptr ? 0 : reaches_furthest->end;
+    HYPIC_REQUIRE(t->begin <= covered,
+                  path_ + ": data bytes " + std::to_string(covered) + ".." +
+                      std::to_string(t->begin) + " (before tensor '" + t->name +
+                      "') belong to no tensor; the format allows no holes, so the header is "
+                      "damaged or was not written by a safetensors writer");
     if (reaches_furthest == nullptr || t->end > reaches_furthest->end) reaches_furthest = t;
   }
+  const uint64_t covered = reaches_furthest == nullptr ? 0 : reaches_furthest->end;
+  HYPIC_REQUIRE(covered == data_size,
+                path_ + ": the last " + std::to_string(data_size - covered) +
+                    " bytes of tensor data (from data byte " + std::to_string(covered) +
+                    ") belong to no tensor; the format allows no holes, so the header is "
+                    "damaged or the file was not written by a safetensors writer");
 }
 
 SafetensorsFile::~SafetensorsFile() {

@@ -174,6 +174,7 @@ struct Tokenizer::Impl {
   std::string origin;
   bool byte_fallback = false;
   int32_t byte_offset = 0;
+  std::string text_refusal;  // non-empty: encode() refuses with this message
 
   // Byte-level BPE.
   std::unordered_map<std::string, int32_t> vocab;  // stored (byte-level) form -> id
@@ -428,7 +429,7 @@ Tokenizer Tokenizer::byte_level(int32_t offset) {
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::for_model(const std::string& path) {
+Tokenizer Tokenizer::for_model(const std::string& path, Fallback fallback) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_regular_file(path, ec) && fs::path(path).extension() == ".json")
@@ -437,7 +438,17 @@ Tokenizer Tokenizer::for_model(const std::string& path) {
   if (fs::is_regular_file(file, ec)) return from_file(file.string());
   Tokenizer t = byte_level(0);
   t.impl_->origin = "byte-level fallback (no tokenizer.json in " + path + ")";
+  if (fallback == Fallback::kRefuseText)
+    t.impl_->text_refusal =
+        "the model folder '" + path +
+        "' has no tokenizer.json, so its text cannot be turned into token ids (one token per "
+        "byte would give wrong answers); add the model's tokenizer.json, give token ids "
+        "instead of text, or pass --byte-tokenizer to use byte-level tokens";
   return t;
+}
+
+void Tokenizer::require_text_support() const {
+  if (!impl_->text_refusal.empty()) throw Error(impl_->text_refusal);
 }
 
 // ---- encoding ------------------------------------------------------------------------------
@@ -649,6 +660,7 @@ void Tokenizer::Impl::encode_into(std::string_view text, bool parse_special,
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  require_text_support();
   const size_t bad = unicode::find_invalid_utf8(text);
   HYPIC_REQUIRE(bad == std::string_view::npos, "tokenizer: text is not valid UTF-8 at byte " +
                                                    std::to_string(bad) +

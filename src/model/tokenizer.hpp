@@ -21,9 +21,15 @@ class Tokenizer {
   static Tokenizer from_json(const std::string& json_text, const std::string& origin);
   // The fallback: token id = byte value + offset (256 ids), no merges, no special tokens.
   static Tokenizer byte_level(int32_t offset = 0);
+  // What for_model gives a folder without tokenizer.json: the byte-level fallback, or one
+  // that still decodes bytes but refuses to encode text (naming the missing file), so text
+  // commands never run silently on the wrong tokens.
+  enum class Fallback { kByteLevel, kRefuseText };
   // DIR/tokenizer.json when it exists (or `path` itself when it names a .json file),
-  // otherwise the byte-level fallback with offset 0.
-  static Tokenizer for_model(const std::string& path);
+  // otherwise the byte-level fallback with offset 0 (refusing text, per `fallback`).
+  static Tokenizer for_model(const std::string& path, Fallback fallback = Fallback::kByteLevel);
+  // Throws hypic::Error when this tokenizer refuses text (see Fallback::kRefuseText).
+  void require_text_support() const;
 
   // Token ids of `text` (valid UTF-8, else hypic::Error with the byte offset). No BOS/EOS or
   // template is added. With parse_special false, special added tokens written in the text

@@ -147,10 +147,8 @@ QueryResult Engine::run(const Query& q) {
                       std::to_string(cfg.max_position_embeddings));
     total += n;
   }
-  HYPIC_REQUIRE(total <= cfg.max_position_embeddings,
-                "query " + q.id + ": the prompt has " + std::to_string(total) +
-                    " tokens, more than the model's context of " +
-                    std::to_string(cfg.max_position_embeddings));
+  const std::string too_long = model::context_overflow(cfg, total, q.max_new_tokens);
+  HYPIC_REQUIRE(too_long.empty(), "query " + q.id + ": " + too_long);
   r.prompt_tokens = total;
 
   switch (options_.mode) {

@@ -1,6 +1,8 @@
 #include "store/segment_store.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +131,51 @@ h5::Handle payload_memory_type(DType dtype) {
 
 std::string key_text(const EntryRow& row) {
   return std::string(row.key, kKeyChars);
+}
+
+// What `warmup --repair` writes over the key of a damaged row that nothing replaced: readers
+// skip the row (it can never be served, and no longer fails verification).
+const std::string kDroppedKey(kKeyChars, '-');
+
+// A key as messages show it: a damaged key's non-printable bytes as \xNN.
+std::string printable_key(const std::string& key) {
+  std::string out;
+  for (unsigned char c : key) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The root attributes a store's meaning depends on, in a fixed order; their CRC32C is kept
+// in the attribute `header_crc32c` so `inspect --verify` notices a flipped byte in them.
+constexpr const char* kHeaderStrings[] = {"format",   "model_fingerprint", "dtype",
+                                          "checksum", "key_hash",          "created_by"};
+constexpr const char* kHeaderInts[] = {"format_version", "junction"};
+
+// CRC32C over each header attribute's name, a zero byte, and its value (strings as their
+// bytes and a zero byte, integers as i64 little-endian). Missing attributes count as empty.
+uint32_t header_crc(const h5::File& file) {
+  uint32_t crc = 0;
+  for (const char* name : kHeaderStrings) {
+    crc = crc32c(name, std::strlen(name) + 1, crc);
+    const std::string v = file.has_attribute(name) ? file.string_attribute(name) : "";
+    crc = crc32c(v.c_str(), v.size() + 1, crc);
+  }
+  for (const char* name : kHeaderInts) {
+    crc = crc32c(name, std::strlen(name) + 1, crc);
+    const int64_t v = file.has_attribute(name) ? file.int_attribute(name) : 0;
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i)
+      le[i] = static_cast<unsigned char>(static_cast<uint64_t>(v) >> (8 * i));
+    crc = crc32c(le, 8, crc);
+  }
+  return crc;
 }
 
 // The entry checksum: CRC32C over the stored payload bytes, then per array its name, a zero
@@ -324,9 +371,39 @@ struct SegmentStore::Impl {
   std::unordered_map<Hash128, uint64_t, Hash128Hasher> current;  // key -> row
   std::unordered_set<uint64_t> damaged_rows;                     // found damaged this session
   std::vector<uint64_t> unreadable_key_rows;  // rows whose key is not hex (damaged index)
+  uint64_t dropped_rows = 0;                  // rows `warmup --repair` dropped
   std::vector<std::string> names;
   std::unordered_map<std::string, uint32_t> name_ids;
-  std::string failed;  // set after a write error: the store must be reopened
+  std::string failed;         // set after a write error: the store must be reopened
+  std::string space_problem;  // set when that error came from the file-size limit or a full disk
+
+  // Why a write of `more` bytes past the file's end failed, when space explains it: the
+  // process's file-size limit (ulimit -f; SIGXFSZ is ignored so the write fails with EFBIG)
+  // or a full file system. "" when neither does.
+  std::string diagnose_space(uint64_t more) const {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) return "";
+    char text[256];
+    rlimit limit{};
+    if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+        size + more > static_cast<uint64_t>(limit.rlim_cur)) {
+      std::snprintf(text, sizeof text,
+                    "the file-size limit of this process (ulimit -f) of %.1f MiB was reached (%s)",
+                    static_cast<double>(limit.rlim_cur) / 1048576.0, std::strerror(EFBIG));
+      return text;
+    }
+    struct statvfs fs_info {};
+    const std::string folder = std::filesystem::absolute(path, ec).parent_path().string();
+    if (statvfs(folder.c_str(), &fs_info) == 0 &&
+        static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < more) {
+      std::snprintf(text, sizeof text, "the file system holding it is full (%.1f MiB free: %s)",
+                    static_cast<double>(fs_info.f_bavail) * fs_info.f_frsize / 1048576.0,
+                    std::strerror(ENOSPC));
+      return text;
+    }
+    return "";
+  }
 
   std::string where() const { return "segment store '" + path + "'"; }
 
@@ -400,9 +477,12 @@ struct SegmentStore::Impl {
     current.clear();
     current.reserve(rows.size() * 2);
     unreadable_key_rows.clear();
+    dropped_rows = 0;
     for (uint64_t i = 0; i < rows.size(); ++i) {
       Hash128 h;
-      if (parse_hex128(key_text(rows[i]), h)) {
+      if (key_text(rows[i]) == kDroppedKey) {
+        ++dropped_rows;
+      } else if (parse_hex128(key_text(rows[i]), h)) {
         current[h] = i;  // later rows supersede
       } else {
         unreadable_key_rows.push_back(i);
@@ -502,6 +582,40 @@ struct SegmentStore::Impl {
     return result;
   }
 
+  // Overwrites the key of every row known to be damaged that no later row replaced (an
+  // unreadable key, or a current entry found damaged this session) with kDroppedKey.
+  std::vector<DamagedEntry> drop_damaged() {
+    HYPIC_REQUIRE(mode == OpenMode::kWrite, where() + " is open read-only; cannot drop rows");
+    std::vector<std::pair<uint64_t, Hash128>> stale;
+    for (const auto& [h, row] : current)
+      if (damaged_rows.count(row) != 0) stale.emplace_back(row, h);
+    std::vector<DamagedEntry> dropped;
+    EntryRow marked;
+    auto drop_row = [&](uint64_t row, const std::string& why) {
+      dropped.push_back({printable_key(key_text(rows[row])), why});
+      marked = rows[row];
+      std::memcpy(marked.key, kDroppedKey.data(), kKeyChars);
+      entries.write_raw(entry_type.id(), {row}, {1}, &marked);
+      rows[row] = marked;
+      ++dropped_rows;
+    };
+    try {
+      for (uint64_t row : unreadable_key_rows)
+        drop_row(row, "index row " + std::to_string(row) + " had a damaged key");
+      for (const auto& [row, h] : stale) {
+        drop_row(row, "index row " + std::to_string(row) + " held a damaged entry");
+        current.erase(h);
+        damaged_rows.erase(row);
+      }
+      unreadable_key_rows.clear();
+      if (!dropped.empty()) durable_flush();
+    } catch (const Error& e) {
+      throw Error(where() + ": dropping damaged index rows failed (" + e.what() +
+                  "); they stay reported as damaged");
+    }
+    return dropped;
+  }
+
   bool put(const std::string& key, const EntryView& entry) {
     HYPIC_REQUIRE(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
     HYPIC_REQUIRE(failed.empty(),
@@ -559,6 +673,15 @@ struct SegmentStore::Impl {
     next.names += added_names.size();
     next.payload_end += row.payload_count;
     next.crc = record_crc(next);
+    // Checked before writing: a write that fails inside HDF5 (EFBIG, ENOSPC) leaves its caches
+    // dirty, and closing the file then fails again. The margin covers a new payload chunk and
+    // the metadata HDF5 may add.
+    const uint64_t need = bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row) +
+                          kPayloadChunk * element_bytes + (256u << 10);
+    space_problem = diagnose_space(need);
+    if (!space_problem.empty())
+      throw Error(where() + ": writing entry " + key + " failed: " + space_problem + "; the " +
+                  std::to_string(committed.entries) + " entries committed before it are intact");
     try {
       // 1. Everything the entry needs, past the committed ends.
       if (!added_names.empty()) {
@@ -585,6 +708,11 @@ struct SegmentStore::Impl {
       durable_flush();
     } catch (const Error& e) {
       failed = e.what();
+      space_problem = diagnose_space(bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row));
+      if (!space_problem.empty())
+        throw Error(where() + ": writing entry " + key + " failed: " + space_problem + " (" +
+                    e.what() + "); the " + std::to_string(committed.entries) +
+                    " entries committed before it are intact");
       throw Error(where() + ": writing entry " + key + " failed (" + e.what() +
                   "); entries committed before it are intact");
     }
@@ -629,6 +757,7 @@ SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& o
     file.set_string_attribute("checksum", "crc32c");
     file.set_string_attribute("key_hash", "fnv1a-128");
     file.set_string_attribute("created_by", std::string("hypic ") + HYPIC_VERSION);
+    file.set_int_attribute("header_crc32c", header_crc(file));
 
     h5::DatasetOptions blob;
     blob.chunk = {kPayloadChunk};
@@ -815,6 +944,13 @@ std::optional<Entry> SegmentStore::get(const std::string& key) {
   return std::move(r.entry);
 }
 
+std::string VerifyReport::first_problem() const {
+  if (!header_problem.empty()) return header_problem;
+  if (damaged.empty()) return "";
+  return std::to_string(damaged.size()) + " damaged entr" + (damaged.size() == 1 ? "y" : "ies") +
+         " (first " + damaged.front().key + ": " + damaged.front().problem + ")";
+}
+
 VerifyReport SegmentStore::verify() {
   VerifyReport report;
   std::vector<uint64_t> order;
@@ -832,11 +968,27 @@ VerifyReport SegmentStore::verify() {
   for (uint64_t row : impl_->unreadable_key_rows) {
     ++report.entries_checked;
     report.damaged.push_back(
-        {key_text(impl_->rows[row]),
+        {printable_key(key_text(impl_->rows[row])),
          "index row " + std::to_string(row) + " is damaged: its key is not 32 hex digits"});
   }
-  report.superseded_rows =
-      impl_->rows.size() - impl_->current.size() - impl_->unreadable_key_rows.size();
+  report.superseded_rows = impl_->rows.size() - impl_->current.size() -
+                           impl_->unreadable_key_rows.size() - impl_->dropped_rows;
+  report.dropped_rows = impl_->dropped_rows;
+  const h5::File& file = impl_->file;
+  if (file.has_attribute("header_crc32c")) {
+    const uint32_t stored = static_cast<uint32_t>(file.int_attribute("header_crc32c"));
+    const uint32_t computed = header_crc(file);
+    if (stored != computed) {
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "its header attributes (model fingerprint, junction, dtype, format) fail "
+                    "their checksum (stored %08x, computed %08x)",
+                    stored, computed);
+      report.header_problem = text;
+    }
+  } else {
+    report.header_unchecked = true;  // made before stores carried header_crc32c
+  }
   uint64_t extent = impl_->payload.shape().at(0);
   report.uncommitted_payload_bytes =
       (extent - std::min(extent, impl_->committed.payload_end)) * impl_->element_bytes;
@@ -887,6 +1039,14 @@ StoreStats SegmentStore::stats() const {
   }
   st.bytes_by_kind.assign(by_kind.begin(), by_kind.end());
   return st;
+}
+
+const std::string& SegmentStore::space_problem() const {
+  return impl_->space_problem;
+}
+
+std::vector<DamagedEntry> SegmentStore::drop_damaged() {
+  return impl_->drop_damaged();
 }
 
 void SegmentStore::close() {

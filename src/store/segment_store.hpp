@@ -64,9 +64,15 @@ struct VerifyReport {
   uint64_t entries_valid = 0;
   std::vector<DamagedEntry> damaged;
   uint64_t superseded_rows = 0;  // older rows of keys that were put again
+  uint64_t dropped_rows = 0;     // damaged rows `warmup --repair` dropped (skipped by readers)
+  // Set when the header attributes fail their checksum (header_crc32c).
+  std::string header_problem;
+  bool header_unchecked = false;  // a store from before header_crc32c existed
   // Bytes past the last commit (left by an interrupted writer; reused by the next one).
   uint64_t uncommitted_payload_bytes = 0;
-  bool ok() const { return damaged.empty(); }
+  bool ok() const { return damaged.empty() && header_problem.empty(); }
+  // One line for the first problem (header first, then the first damaged entry).
+  std::string first_problem() const;
 };
 
 struct StoreStats {
@@ -124,9 +130,19 @@ class SegmentStore {
   // The entry, std::nullopt if missing; throws DamagedEntryError if its checksum fails.
   std::optional<Entry> get(const std::string& key);
 
-  // Reads every current entry and checks its checksum and directory.
+  // Reads every current entry and checks its checksum and directory, and the header
+  // attributes against their checksum. Damaged keys are printed with \xNN escapes.
   VerifyReport verify();
+  // Drops every row known to be damaged that no later row replaced (an index row whose key
+  // is unreadable; a current entry found damaged by verify() or read() and not put again):
+  // its key is overwritten with a marker readers skip. Returns what was dropped. After
+  // verify() and recomputing what can be recomputed, this leaves a store that verifies.
+  std::vector<DamagedEntry> drop_damaged();
   StoreStats stats() const;
+
+  // After a put() that failed for lack of space (the file-size limit or a full disk): which
+  // of the two; "" otherwise.
+  const std::string& space_problem() const;
 
   // Closes now, reporting errors (the destructor closes silently).
   void close();

@@ -43,7 +43,7 @@ class ChatCli : public ::testing::Test {
   static CliRun chat(const std::string& args, const std::string& script) {
     std::ofstream(dir_ / "script.txt") << script;
     return cli_test::run_shell(dir_, "cat " + (dir_ / "script.txt").string() + " | " +
-                                         HYPIC_BINARY + " chat --model " +
+                                         HYPIC_BINARY + " chat --byte-tokenizer --model " +
                                          (dir_ / "model").string() + " " + args);
   }
 

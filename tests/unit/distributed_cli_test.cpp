@@ -73,7 +73,7 @@ std::vector<json> predictions(const fs::path& file) {
 }
 
 TEST_F(DistributedCli, EvalPredictionsDoNotDependOnTheRanks) {
-  const std::string common = "eval --model " + p("model") +
+  const std::string common = "eval --byte-tokenizer --model " + p("model") +
                              " --dataset hotpotqa --input " HYPIC_TEST_DATA_DIR
                              "/datasets/hotpotqa.jsonl --templates " HYPIC_TEST_DATA_DIR
                              "/../../inputs/datasets/templates.json --limit 3 --max-new-tokens 4"
@@ -121,7 +121,8 @@ TEST_F(DistributedCli, ChatAnswersDoNotDependOnTheRanks) {
          "ask Where is Tolvik?\n";
   std::vector<std::string> transcripts;
   for (int ranks : {1, 2, 3}) {
-    const CliRun r = run(ranks, "chat --max-new-tokens 4 --model " + p("model"), p("chat.txt"));
+    const CliRun r =
+        run(ranks, "chat --byte-tokenizer --max-new-tokens 4 --model " + p("model"), p("chat.txt"));
     ASSERT_EQ(r.code, 0) << r.err;
     expect_workers(r, ranks);
     // Everything but the times.

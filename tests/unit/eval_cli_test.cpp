@@ -38,8 +38,9 @@ class EvalCli : public ::testing::Test {
 
   static CliRun hypic(const std::string& args) { return cli_test::run_hypic(dir_, args); }
   static std::string base_args(const std::string& dataset, const std::string& input) {
-    return "eval --model " + (dir_ / "model").string() + " --dataset " + dataset + " --input " +
-           input + " --templates " HYPIC_TEST_DATA_DIR "/../../inputs/datasets/templates.json";
+    return "eval --byte-tokenizer --model " + (dir_ / "model").string() + " --dataset " + dataset +
+           " --input " + input +
+           " --templates " HYPIC_TEST_DATA_DIR "/../../inputs/datasets/templates.json";
   }
   static void expect_one_line_error(const CliRun& r, const std::string& needle) {
     cli_test::expect_one_line_error(r, needle);

@@ -221,6 +221,34 @@ TEST(Safetensors, RefusesOverlappingAndOutOfFileOffsets) {
   EXPECT_EQ(error_of([&] { SafetensorsFile f(p); }), "");
 }
 
+TEST(Safetensors, RefusesInvertedOffsetsAndHoles) {
+  TempDir dir("hypic-st");
+  const std::string p = dir.file("holes.safetensors");
+  // Begin after end.
+  spit(p,
+       raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0')));
+  std::string msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("'a': data_offsets end before they begin"), std::string::npos) << msg;
+  // A hole before the first tensor, between two tensors, and after the last one.
+  spit(p, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                   std::string(12, '\0')));
+  msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("data bytes 0..4 (before tensor 'a') belong to no tensor"), std::string::npos)
+      << msg;
+  spit(p, raw_file(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]},)"
+                   R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                   std::string(20, '\0')));
+  msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("data bytes 8..12 (before tensor 'b')"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  spit(p, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                   std::string(11, '\0')));
+  msg = error_of([&] { SafetensorsFile f(p); });
+  EXPECT_NE(msg.find("the last 3 bytes of tensor data (from data byte 8) belong to no tensor"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(Safetensors, ShardedIndexIsOneNameSpace) {
   TempDir dir("hypic-st");
   const Tensor a = sample({2, 3}), b = sample({4});

@@ -66,7 +66,8 @@ class ServeCli : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   static CliRun hypic(const std::string& args) { return cli_test::run_hypic(dir_, args); }
-  static std::string model_arg() { return "--model " + model_.string(); }
+  // The random model has no tokenizer.json: its text inputs are byte tokens, asked for.
+  static std::string model_arg() { return "--model " + model_.string() + " --byte-tokenizer"; }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
 
   static void expect_one_line_error(const CliRun& r, const std::string& needle) {
@@ -182,7 +183,7 @@ TEST_F(ServeCli, BadInputGivesOneClearLine) {
   const fs::path other = dir_ / "other-model";
   ASSERT_EQ(hypic("model init --arch qwen3_5 --preset tiny --seed 4 --out " + other.string()).code,
             0);
-  r = hypic("serve --model " + other.string() + " --corpus " + p("corpus.jsonl") +
+  r = hypic("serve --byte-tokenizer --model " + other.string() + " --corpus " + p("corpus.jsonl") +
             " --mode pic --junction 4 --out " + p("bad-out") + " --queries " + p("good.jsonl") +
             " --store " + store);
   expect_one_line_error(r, "fingerprint");
