@@ -91,6 +91,11 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
   const int group = d.H / d.Hkv;
   const int past = d.n_kv - d.T;  // keys before the first query
+  auto position = [&](int t) { return d.positions != nullptr ? d.positions[t] : past + t; };
+  if (d.positions != nullptr)
+    for (int t = 0; t < d.T; ++t)
+      if (position(t) >= d.n_kv || position(t) < (t > 0 ? position(t - 1) + 1 : 0))
+        throw std::invalid_argument("attention_causal: positions must ascend below n_kv");
   const int q_ld = d.H * d.hd;
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);
@@ -106,7 +111,7 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     for (int q0 = 0; q0 < d.T; q0 += bq) {
       const int nq = std::min(bq, d.T - q0);
       const int rows = group * nq;
-      const int width = past + q0 + nq;  // keys visible to the block's last query
+      const int width = position(q0 + nq - 1) + 1;  // keys visible to the block's last query
       for (int j = 0; j < group; ++j)
         for (int t = 0; t < nq; ++t)
           std::memcpy(
@@ -115,7 +120,8 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
               hd * sizeof(float));
       gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
       for (int r = 0; r < rows; ++r)
-        masked_softmax_row(scores + static_cast<size_t>(r) * width, past + q0 + r % nq + 1, width);
+        masked_softmax_row(scores + static_cast<size_t>(r) * width, position(q0 + r % nq) + 1,
+                           width);
       gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
       for (int j = 0; j < group; ++j)
         for (int t = 0; t < nq; ++t)

@@ -1,5 +1,6 @@
 #include "pic/compose.hpp"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -19,34 +20,62 @@ void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config,
   be.rope_shift(key_rope(config, k.dim(0)), k.data(), delta);
 }
 
-void splice_entry(const kernels::Backend& be, const model::ModelConfig& config,
-                  const SegmentEntry& entry, int64_t segment_start, bool addition,
-                  model::InferenceCache& cache) {
-  HYPIC_REQUIRE(cache.n_tokens == segment_start + entry.junction,
-                "splice_entry: the cache holds " + std::to_string(cache.n_tokens) +
-                    " tokens, expected the segment start plus its junction window (" +
-                    std::to_string(segment_start + entry.junction) + ")");
-  std::vector<const LinearSummary*> sums;
-  std::vector<float*> states;
-  for (const LinearLayerEntry& l : entry.linear) {
-    model::LayerCache& lc = cache.layers.at(static_cast<size_t>(l.layer));
-    HYPIC_REQUIRE(lc.kind == model::LayerKind::Linear && lc.conv.shape() == l.conv.shape(),
-                  "segment entry does not fit layer " + std::to_string(l.layer));
-    sums.push_back(&l.summary);
-    states.push_back(lc.state.data());
-    be.copy_within(lc.conv.data(), l.conv.data(), l.conv.bytes());
+void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
+                  const SegmentEntry& entry, int layer, int64_t segment_start, bool addition,
+                  model::LayerCache& cache) {
+  if (cache.kind == model::LayerKind::Linear) {
+    for (const LinearLayerEntry& l : entry.linear) {
+      if (l.layer != layer) continue;
+      HYPIC_REQUIRE(cache.conv.shape() == l.conv.shape(),
+                    "segment entry does not fit layer " + std::to_string(layer));
+      apply_layers(be, {&l.summary}, {cache.state.data()}, addition);
+      be.copy_within(cache.conv.data(), l.conv.data(), l.conv.bytes());
+      return;
+    }
+  } else {
+    for (const AttentionLayerEntry& a : entry.attention) {
+      if (a.layer != layer) continue;
+      const int64_t rows = entry.cached_tokens();
+      const int64_t first = cache.kv_tokens();
+      HYPIC_REQUIRE(first == segment_start + entry.junction,
+                    "splice: layer " + std::to_string(layer) + " holds " + std::to_string(first) +
+                        " tokens, expected the segment start plus its junction window (" +
+                        std::to_string(segment_start + entry.junction) + ")");
+      cache.append_kv(a.k.data(), a.v.data(), rows);
+      const int64_t row_floats = cache.k.dim(1) * cache.k.dim(2);
+      be.rope_shift(key_rope(config, rows), cache.k.data() + first * row_floats, segment_start);
+      return;
+    }
   }
-  apply_layers(be, sums, states, addition);  // all layers and heads in one parallel loop
+  throw Error("segment entry has no part for layer " + std::to_string(layer));
+}
 
-  const int64_t rows = entry.cached_tokens();
-  for (const AttentionLayerEntry& a : entry.attention) {
-    model::LayerCache& lc = cache.layers.at(static_cast<size_t>(a.layer));
-    const int64_t first = lc.kv_tokens();
-    lc.append_kv(a.k.data(), a.v.data(), rows);
-    const int64_t row_floats = lc.k.dim(1) * lc.k.dim(2);
-    be.rope_shift(key_rope(config, rows), lc.k.data() + first * row_floats, segment_start);
+double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
+                        bool addition, model::InferenceCache& cache) {
+  std::vector<model::Window> windows;
+  std::vector<int64_t> starts;  // each segment's absolute position
+  int64_t pos = cache.n_tokens;
+  for (const PlacedSegment& s : segments) {
+    const SegmentEntry& e = *s.entry;
+    HYPIC_REQUIRE(static_cast<int64_t>(s.tokens->size()) == e.n_tokens && e.junction >= 0 &&
+                      e.junction < e.n_tokens,
+                  "segment of " + std::to_string(s.tokens->size()) +
+                      " tokens does not match its entry (" + std::to_string(e.n_tokens) +
+                      " tokens, window " + std::to_string(e.junction) + ")");
+    windows.push_back({s.tokens->data(), e.junction, e.cached_tokens()});
+    starts.push_back(pos);
+    pos += e.n_tokens;
   }
-  cache.n_tokens += rows;
+  const kernels::Backend& be = model.backend();
+  const model::ModelConfig& cfg = model.config();
+  double splice_seconds = 0;
+  model.prefill_windows(windows, cache, [&](int i, int layer, model::LayerCache& lc) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t k = static_cast<size_t>(i);
+    splice_layer(be, cfg, *segments[k].entry, layer, starts[k], addition, lc);
+    splice_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  return splice_seconds;
 }
 
 }  // namespace hypic::pic
