@@ -100,6 +100,23 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);
   const size_t hd = static_cast<size_t>(d.hd);
+  // Queries per block from q0: up to bq; at given positions, also no further than keeps the
+  // masked part of the block's scores (keys past a query's position, up to the block's
+  // width) within a quarter of the visible part, so that far-apart windows do not multiply
+  // against keys none of them sees.
+  auto block_rows = [&](int q0) {
+    const int most = std::min(bq, d.T - q0);
+    if (d.positions == nullptr) return most;
+    int64_t visible = position(q0) + 1;
+    int n = 1;
+    for (; n < most; ++n) {
+      const int64_t width = position(q0 + n) + 1;
+      const int64_t masked = width * (n + 1) - (visible + width);
+      if (4 * masked > visible + width) break;
+      visible += width;
+    }
+    return n;
+  };
   // The query heads sharing one kv head are stacked (head-major) so the scores of the whole
   // group are one product against the shared keys.
   float* scores = work;                                           // [group·bq, ≤ n_kv]
@@ -108,8 +125,8 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   for (int g = 0; g < d.Hkv; ++g) {
     const float* kg = k + g * hd;
     const float* vg = v + g * hd;
-    for (int q0 = 0; q0 < d.T; q0 += bq) {
-      const int nq = std::min(bq, d.T - q0);
+    for (int q0 = 0, nq = 0; q0 < d.T; q0 += nq) {
+      nq = block_rows(q0);
       const int rows = group * nq;
       const int width = position(q0 + nq - 1) + 1;  // keys visible to the block's last query
       for (int j = 0; j < group; ++j)
