@@ -23,7 +23,7 @@ using nlohmann::json;
 
 struct QpsArgs {
   std::string arch = "qwen3_5", preset = "tiny", json, modes = "full,prefix,pic";
-  std::string junction = "8", loads = "0.3,0.5,0.7,0.85,1.0,1.2", order = "popularity";
+  std::string junction = "8", loads = "0.5,0.8,1.0,1.3", order = "popularity";
   bench::QpsOptions options;
 };
 
@@ -124,6 +124,14 @@ int run_bench_qps(QpsArgs& a) {
                 "--order must be popularity or random");
   o.popularity_order = a.order == "popularity";
   o.model = model::preset_config(model::parse_arch(a.arch), a.preset);
+  // A random model has no trained context length: raise the preset's when the longest query
+  // needs more (RoPE is defined at every position), and say so.
+  const int64_t longest = int64_t(o.max_segments) * o.segment_tokens + o.question_tokens;
+  if (longest > o.model.max_position_embeddings) {
+    std::printf("context: the preset's %d positions raised to %lld for the longest query\n",
+                o.model.max_position_embeddings, static_cast<long long>(longest));
+    o.model.max_position_embeddings = static_cast<int>(longest);
+  }
   std::printf("model: %s preset %s, %d layers (%s), hidden %d\n", model::arch_name(o.model.arch),
               a.preset.c_str(), o.model.num_hidden_layers, o.model.layout_string().c_str(),
               o.model.hidden_size);

@@ -72,9 +72,10 @@ class Server {
          const std::string& store_path)
       : net_(net), fingerprint_(fingerprint), a_(a), store_path_(store_path) {}
 
-  // Serves the trace with arrivals at `rate` queries per second (rate 0: back to back, the
-  // unloaded case). A fresh engine each time, so every load point starts from the same state
-  // (memory tier empty, the store as warmed; cold segments are computed where they occur).
+  // Serves the trace with arrivals at `rate` queries per second (rate 0: each query arrives
+  // as the one before finishes, the unloaded case: no wait). A fresh engine each time, so every
+  // load point starts from the same state (memory tier empty, the store as warmed; cold segments
+  // are computed where they occur).
   Served serve(pic::Mode mode, const Trace& trace, double rate) const {
     std::optional<store::SegmentStore> st;
     if (pic::uses_entries(mode))
@@ -106,7 +107,9 @@ class Server {
         const auto t0 = Clock::now();
         const pic::QueryResult r = engine.run(trace.queries[next]);
         const double took = seconds_since(t0);
-        out.ttft_ms.push_back((now - arrival[next] + r.times.ttft) * 1e3);
+        // Unloaded (rate 0): each query arrives when the one before has finished.
+        const double wait = rate > 0 ? now - arrival[next] : 0.0;
+        out.ttft_ms.push_back((wait + r.times.ttft) * 1e3);
         out.service_seconds += took;
         now += took;
       }

@@ -21,14 +21,14 @@ struct QpsOptions {
   pic::JunctionSpec junction = pic::JunctionSpec::parse("8");
   std::string dtype = "bf16";  // store element type
   std::string store;           // keep the warmed store here; empty: a temporary file
-  int corpus = 64, segment_tokens = 256, min_segments = 8, max_segments = 32;
-  int question_tokens = 16, queries = 32;
+  int corpus = 64, segment_tokens = 128, min_segments = 8, max_segments = 32;
+  int question_tokens = 16, queries = 16;
   double zipf = 1.0;
   double cold_share = 0.1;       // each segment is a fresh document with this probability
   bool popularity_order = true;  // segments by popularity rank (favours prefix) or shuffled
   double sla_ms = 0;             // p99 TTFT bound; 0: twice the slowest mode's unloaded p99
-  std::vector<double> loads = {0.3, 0.5, 0.7, 0.85, 1.0, 1.2};  // × each mode's capacity
-  int refine_steps = 3;  // bisections between the last rate within the SLA and the next
+  std::vector<double> loads = {0.5, 0.8, 1.0, 1.3};  // × each mode's capacity
+  int refine_steps = 2;  // bisections between the last rate within the SLA and the next
   double memory_budget_mib = 1024;
   uint64_t seed = 1;  // weights, corpus, trace and arrivals
 };
