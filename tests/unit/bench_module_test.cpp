@@ -328,8 +328,8 @@ TEST(BenchModule, QpsServesEveryModeAtEveryLoadAndFindsTheSlaEdge) {
   EXPECT_EQ(points, measured);
 
   // An SLA nothing meets: one load point per mode (the grid stops at the first miss, and
-  // there is nothing to bisect), sustainable 0. One everything meets: the whole grid, the
-  // highest rate sustainable.
+  // there is nothing to bisect), sustainable 0. One everything meets: the whole grid and the
+  // steps beyond it, the highest rate sustainable.
   bench::QpsOptions strict = o;
   strict.sla_ms = 1e-6;
   for (const bench::QpsModeResult& m : bench::run_qps(strict).modes) {
@@ -341,9 +341,9 @@ TEST(BenchModule, QpsServesEveryModeAtEveryLoadAndFindsTheSlaEdge) {
   loose.sla_ms = 1e9;
   const bench::QpsResult lr = bench::run_qps(loose);
   EXPECT_EQ(lr.sla_ms, 1e9);
-  for (const bench::QpsModeResult& m : lr.modes) {
-    ASSERT_EQ(m.points.size(), 2u) << m.mode;
-    EXPECT_DOUBLE_EQ(m.sustainable_qps, 1e4 * m.capacity_qps) << m.mode;
+  for (const bench::QpsModeResult& m : lr.modes) {  // the grid, then 4 steps of 1.5x beyond
+    ASSERT_EQ(m.points.size(), 6u) << m.mode;
+    EXPECT_DOUBLE_EQ(m.sustainable_qps, 1e4 * 1.5 * 1.5 * 1.5 * 1.5 * m.capacity_qps) << m.mode;
   }
 }
 
