@@ -70,6 +70,7 @@ json qps_json(const QpsArgs& a, const bench::QpsResult& r) {
                         {"ttft_p99_ms", p.ttft_p99_ms},
                         {"service_mean_ms", p.service_mean_ms},
                         {"utilization", p.utilization},
+                        {"offered_load", p.offered_load},
                         {"within_sla", p.within_sla}});
     modes.push_back({{"mode", m.mode},
                      {"unloaded_ttft_p50_ms", m.unloaded_ttft_p50_ms},
@@ -159,9 +160,13 @@ int run_bench_qps(QpsArgs& a) {
                 o.sla_ms > 0 ? "" : " (twice the slowest mode's unloaded p99)");
   };
   progress.point_done = [](const bench::QpsModeResult& m, const bench::QpsPoint& p) {
-    std::printf("  %-12s %8.2f qps: ttft p50 %9.1f ms p99 %9.1f ms, utilization %3.0f %%%s\n",
-                m.mode.c_str(), p.rate, p.ttft_p50_ms, p.ttft_p99_ms, 100.0 * p.utilization,
-                p.within_sla ? "" : "  (over the SLA)");
+    std::printf(
+        "  %-12s %8.2f qps: ttft p50 %9.1f ms p99 %9.1f ms, utilization %3.0f %%, offered load "
+        "%.2f%s\n",
+        m.mode.c_str(), p.rate, p.ttft_p50_ms, p.ttft_p99_ms, 100.0 * p.utilization, p.offered_load,
+        p.within_sla          ? ""
+        : p.offered_load >= 1 ? "  (overloaded)"
+                              : "  (over the SLA)");
     std::fflush(stdout);
   };
   const bench::QpsResult r = bench::run_qps(o, progress);

@@ -46,7 +46,8 @@ struct QpsPoint {
   double ttft_p50_ms = 0, ttft_p99_ms = 0;
   double service_mean_ms = 0;  // per query, TTFT phases and the answer's decode
   double utilization = 0;      // busy time / span from the first arrival to the last finish
-  bool within_sla = false;
+  double offered_load = 0;     // rate × mean service time (≥ 1: the queue grows without end)
+  bool within_sla = false;     // p99 TTFT ≤ SLA and offered_load < 1
 };
 
 struct QpsModeResult {
@@ -54,7 +55,7 @@ struct QpsModeResult {
   double unloaded_ttft_p50_ms = 0, unloaded_ttft_p99_ms = 0, unloaded_service_ms = 0;
   double capacity_qps = 0;       // 1 / unloaded mean service
   std::vector<QpsPoint> points;  // by rate, ascending
-  double sustainable_qps = 0;    // the highest rate measured within the SLA (0: none)
+  double sustainable_qps = 0;    // the highest rate measured within_sla (0: none)
 };
 
 struct QpsResult {
