@@ -21,7 +21,8 @@ size_t shared_bytes(int hd) {
 }
 
 __global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int T,
-                                 int n_kv, int H, int Hkv, int hd, float scale) {
+                                 int n_kv, int H, int Hkv, int hd, float scale,
+                                 const int* positions) {
   extern __shared__ float smem[];
   float* qs = smem;
   float* os = qs + kQ * hd;
@@ -36,6 +37,8 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
   const int t0 = blockIdx.x * kQ;
   const int nq = min(kQ, T - t0);
   const int past = n_kv - T;
+  // Query t0 + r sits at position pos(r) and sees keys 0 … pos(r) (positions ascend).
+  auto pos = [&](int r) { return positions != nullptr ? positions[t0 + r] : past + t0 + r; };
   const int64_t q_ld = int64_t(H) * hd, kv_ld = int64_t(Hkv) * hd;
 
   for (int i = threadIdx.x; i < kQ * hd; i += blockDim.x) {
@@ -49,7 +52,7 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
   }
   __syncthreads();
 
-  const int last_key = past + t0 + nq - 1;  // visible to the block's last query
+  const int last_key = pos(nq - 1);  // visible to the block's last query
   for (int k0 = 0; k0 <= last_key; k0 += kK) {
     const int nk = min(kK, last_key + 1 - k0);
     for (int i = threadIdx.x; i < kK * hd; i += blockDim.x) {
@@ -59,11 +62,11 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
       vs[i] = r < nk ? v[src] : 0.0f;
     }
     __syncthreads();
-    // Scores, masked: key k0 + j is visible to query t0 + r when k0 + j ≤ past + t0 + r.
+    // Scores, masked: key k0 + j is visible to query t0 + r when k0 + j ≤ pos(r).
     for (int i = threadIdx.x; i < kQ * kK; i += blockDim.x) {
       const int r = i / kK, j = i % kK;
       float s = -INFINITY;
-      if (r < nq && j < nk && k0 + j <= past + t0 + r) {
+      if (r < nq && j < nk && k0 + j <= pos(r)) {
         float acc = 0.0f;
         for (int c = 0; c < hd; ++c) acc += qs[r * hd + c] * ks[j * hd + c];
         s = acc * scale;
@@ -116,7 +119,7 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
         "cudaFuncSetAttribute (attention shared memory)");
   const dim3 grid((d.T + kQ - 1) / kQ, d.H);
   attention_kernel<<<grid, kAttnThreads, bytes>>>(q, k, v, out, d.T, d.n_kv, d.H, d.Hkv, d.hd,
-                                                  d.scale);
+                                                  d.scale, d.positions);
   check_launch("attention_causal");
 }
 

@@ -103,16 +103,46 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
   const int group = d.H / d.Hkv;
   const int past = d.n_kv - d.T;  // keys before the first query
+  auto position = [&](int t) { return d.positions != nullptr ? d.positions[t] : past + t; };
+  if (d.positions != nullptr)
+    for (int t = 0; t < d.T; ++t)
+      if (position(t) >= d.n_kv || position(t) < (t > 0 ? position(t - 1) + 1 : 0))
+        throw std::invalid_argument("attention_causal: positions must ascend below n_kv");
   const int q_ld = d.H * d.hd;
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);
   const size_t hd = static_cast<size_t>(d.hd);
+  // Queries per block from q0: up to bq; at given positions, also no further than keeps the
+  // masked part of the block's scores (keys past a query's position, up to the block's
+  // width) within a quarter of the visible part, so that far-apart windows do not multiply
+  // against keys none of them sees.
+  auto block_rows = [&](int q0) {
+    const int most = std::min(bq, d.T - q0);
+    if (d.positions == nullptr) return most;
+    int64_t visible = position(q0) + 1;
+    int n = 1;
+    for (; n < most; ++n) {
+      const int64_t width = position(q0 + n) + 1;
+      const int64_t masked = width * (n + 1) - (visible + width);
+      if (4 * masked > visible + width) break;
+      visible += width;
+    }
+    return n;
+  };
+  // The blocks are fixed before the threads start, so every (kv head, block) item is the same
+  // work at any thread count (results do not depend on it).
+  std::vector<std::pair<int, int>> blocks;  // (first query, queries)
+  for (int q0 = 0, nq = 0; q0 < d.T; q0 += nq) {
+    nq = block_rows(q0);
+    blocks.emplace_back(q0, nq);
+  }
+  const int n_blocks = static_cast<int>(blocks.size());
   const size_t work_floats = attention_workspace_floats(d);
-  const int blocks = (d.T + bq - 1) / bq;
   const int64_t item_work = int64_t(group) * bq * (past + d.T) * int64_t(hd) * 2;
-  host::parallel_for(int64_t(d.Hkv) * blocks, item_work, [&](int64_t item) {
-    const int g = static_cast<int>(item / blocks);
-    const int q0 = static_cast<int>(item % blocks) * bq;
+  host::parallel_for(int64_t(d.Hkv) * n_blocks, item_work, [&](int64_t item) {
+    const int g = static_cast<int>(item / n_blocks);
+    const int q0 = blocks[static_cast<size_t>(item % n_blocks)].first;
+    const int nq = blocks[static_cast<size_t>(item % n_blocks)].second;
     // The query heads sharing one kv head are stacked (head-major) so the scores of the whole
     // group are one product against the shared keys.
     float* scores = thread_workspace(work, work_floats);            // [group·bq, ≤ n_kv]
@@ -120,9 +150,8 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     float* os = qs + static_cast<size_t>(group) * bq * hd;          // [group·bq, hd]
     const float* kg = k + g * hd;
     const float* vg = v + g * hd;
-    const int nq = std::min(bq, d.T - q0);
     const int rows = group * nq;
-    const int width = past + q0 + nq;  // keys visible to the block's last query
+    const int width = position(q0 + nq - 1) + 1;  // keys visible to the block's last query
     for (int j = 0; j < group; ++j)
       for (int t = 0; t < nq; ++t)
         std::memcpy(
@@ -131,7 +160,8 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
             hd * sizeof(float));
     gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
     for (int r = 0; r < rows; ++r)
-      masked_softmax_row(scores + static_cast<size_t>(r) * width, past + q0 + r % nq + 1, width);
+      masked_softmax_row(scores + static_cast<size_t>(r) * width, position(q0 + r % nq) + 1,
+                         width);
     gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
     for (int j = 0; j < group; ++j)
       for (int t = 0; t < nq; ++t)

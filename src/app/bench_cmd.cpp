@@ -193,6 +193,7 @@ void add_bench_commands(CLI::App& app) {
   add_bench_blas(*bench);
   add_bench_forward(*bench);
   add_bench_ttft(*bench);
+  add_bench_qps(*bench);
   add_bench_compose(*bench);
   add_bench_tokenize(*bench);
   add_bench_scaling(*bench);

@@ -1,7 +1,9 @@
 // `hypic bench ttft`: time to first token of every caching mode on one RAG-like trace
 // (bench/ttft.hpp measures; this command parses, calls and reports). Prints TTFT p50/p99 per
 // mode, the ratios prefix/pic and full/pic, and pic's TTFT by phase.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,7 +25,8 @@ using nlohmann::json;
 
 struct TtftArgs {
   std::string arch = "qwen3_5", preset = "small", json, modes = "full,prefix,pic,pic-addition";
-  std::string junction = "8", device;
+  std::string junction = "8", segments = "16", device;
+  bool corpus_given = false;
   bench::TtftOptions options;  // the other flags, as given
 };
 
@@ -55,9 +58,9 @@ void print_mode(const bench::TtftModeRun& run, const RunSummary& summary) {
   const model::ForwardTimes& ft = run.forward;
   std::printf(
       "    forward time inside (s, all queries): gdn proj %.2f conv %.2f rule %.2f out %.2f, "
-      "attn proj %.2f core %.2f out %.2f, mlp %.2f, norms %.2f, lm_head %.2f\n",
+      "attn proj %.2f core %.2f out %.2f, mlp %.2f, norms %.2f, lm_head %.2f; splices %.2f\n",
       ft.gdn_proj, ft.gdn_conv, ft.gdn_rule, ft.gdn_out, ft.attn_proj, ft.attn_core, ft.attn_out,
-      ft.mlp, ft.embed_norms, ft.lm_head);
+      ft.mlp, ft.embed_norms, ft.lm_head, ft.splice);
 }
 
 // Prints each step as the benchmark reaches it; keeps each mode's summary for the JSON.
@@ -71,10 +74,12 @@ bench::TtftProgress reporter(const TtftArgs& a, std::map<std::string, RunSummary
         "built and fingerprinted in %.1f s\n",
         model::arch_name(cfg.arch), a.preset.c_str(), cfg.num_hidden_layers,
         cfg.layout_string().c_str(), cfg.hidden_size, r.parameter_count / 1e6, r.build_seconds);
+  };
+  p.trace_ready = [&o](const bench::TtftResult& r) {
     std::printf(
         "trace: %d queries x %d segments x %d tokens + %d question tokens (%lld-token "
         "prompts), corpus %d documents, Zipf s=%.2f\n",
-        o.queries, o.segments, o.segment_tokens, o.question_tokens,
+        o.queries, r.segments, o.segment_tokens, o.question_tokens,
         static_cast<long long>(r.prompt_tokens), o.corpus, o.zipf);
   };
   p.store_warmed = [&o](const bench::TtftResult& r) {
@@ -82,11 +87,11 @@ bench::TtftProgress reporter(const TtftArgs& a, std::map<std::string, RunSummary
                 r.warmup_entries, r.warmup_seconds,
                 double(r.warmup_entries) * o.segment_tokens / r.warmup_seconds,
                 r.store_bytes / 1048576.0, o.dtype.c_str());
-    std::printf("TTFT per mode (%d queries each, same trace):\n", o.queries);
   };
   p.mode_done = [&o, &summaries](const bench::TtftModeRun& run) {
     const std::string device =
         o.backend != nullptr && o.backend->device() != Device::Host ? "cuda" : "cpu";
+    if (summaries.empty()) std::printf("TTFT per mode (%d queries each, same trace):\n", o.queries);
     const RunSummary& s =
         summaries.insert_or_assign(run.name, summarize(run, o.junction, device)).first->second;
     print_mode(run, s);
@@ -110,14 +115,28 @@ void print_ratios(const bench::TtftResult& r, const std::map<std::string, RunSum
   }
 }
 
-json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
-               const std::map<std::string, RunSummary>& summaries) {
+// One segment count's figures: its modes' metrics and the p50 ratios.
+json point_json(const bench::TtftResult& r, const std::map<std::string, RunSummary>& summaries) {
+  json j = {{"segments", r.segments}, {"prompt_tokens", r.prompt_tokens}};
+  json per_mode = json::object();
+  for (const auto& [name, summary] : summaries) per_mode[name] = summary.metrics_json();
+  j["modes"] = per_mode;
+  if (r.ratio_prefix_over_pic_p50) j["ratio_prefix_over_pic_p50"] = *r.ratio_prefix_over_pic_p50;
+  if (r.ratio_full_over_pic_p50) j["ratio_full_over_pic_p50"] = *r.ratio_full_over_pic_p50;
+  return j;
+}
+
+// The run's settings, then the first (or only) count's figures at the top level as before,
+// and every count's under "points".
+json ttft_json(const TtftArgs& a, const std::vector<bench::TtftResult>& results,
+               const std::vector<json>& points) {
   const bench::TtftOptions& o = a.options;
+  const bench::TtftResult& r = results.front();
   json j = {{"bench", "ttft"},
             {"device", choose_device(a.device).name},
             {"arch", a.arch},
             {"preset", a.preset},
-            {"segments", o.segments},
+            {"segments", r.segments},
             {"segment_tokens", o.segment_tokens},
             {"question_tokens", o.question_tokens},
             {"queries", o.queries},
@@ -126,14 +145,44 @@ json ttft_json(const TtftArgs& a, const bench::TtftResult& r,
             {"junction", o.junction.to_string()},
             {"dtype", o.dtype},
             {"memory_budget_mib", o.memory_budget_mib},
+            {"max_position_embeddings", o.model.max_position_embeddings},
+            {"seed", o.seed},
             {"warmup_seconds", r.warmup_seconds},
             {"store_bytes", r.store_bytes}};
-  json per_mode = json::object();
-  for (const auto& [name, summary] : summaries) per_mode[name] = summary.metrics_json();
-  j["modes"] = per_mode;
-  if (r.ratio_prefix_over_pic_p50) j["ratio_prefix_over_pic_p50"] = *r.ratio_prefix_over_pic_p50;
-  if (r.ratio_full_over_pic_p50) j["ratio_full_over_pic_p50"] = *r.ratio_full_over_pic_p50;
+  for (const char* key :
+       {"prompt_tokens", "modes", "ratio_prefix_over_pic_p50", "ratio_full_over_pic_p50"})
+    if (points.front().contains(key)) j[key] = points.front()[key];
+  j["points"] = points;
   return j;
+}
+
+// Context length against the p50 ratios, one row per segment count.
+void print_sweep_table(const std::vector<bench::TtftResult>& results) {
+  std::printf("\n%9s %14s %12s %12s %12s %10s %10s\n", "segments", "prompt tokens", "full p50 ms",
+              "prefix p50", "pic p50 ms", "prefix/pic", "full/pic");
+  auto p50 = [](const bench::TtftResult& r, const char* name) {
+    for (const bench::TtftModeRun& run : r.modes)
+      if (run.name == name) return run.ttft_p50_ms;
+    return 0.0;
+  };
+  for (const bench::TtftResult& r : results)
+    std::printf("%9d %14lld %12.1f %12.1f %12.1f %9.2fx %9.2fx\n", r.segments,
+                static_cast<long long>(r.prompt_tokens), p50(r, "full"), p50(r, "prefix"),
+                p50(r, "pic"), r.ratio_prefix_over_pic_p50.value_or(0.0),
+                r.ratio_full_over_pic_p50.value_or(0.0));
+}
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& part : split(text)) {
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    HYPIC_REQUIRE(end != nullptr && *end == '\0' && v > 0 && v <= 1 << 20,
+                  "--segments '" + text + "': expected positive counts separated by commas");
+    out.push_back(static_cast<int>(v));
+  }
+  HYPIC_REQUIRE(!out.empty(), "--segments '" + text + "': expected at least one count");
+  return out;
 }
 
 int run_bench_ttft(TtftArgs& a) {
@@ -144,12 +193,35 @@ int run_bench_ttft(TtftArgs& a) {
   o.junction = pic::JunctionSpec::parse(a.junction);
   o.modes = split(a.modes);
   for (const std::string& m : o.modes) pic::parse_mode(m);
+  const std::vector<int> counts = parse_counts(a.segments);
+  const int most = *std::max_element(counts.begin(), counts.end());
+  o.segments = counts.front();
+  if (!a.corpus_given) o.corpus = std::max(o.corpus, most);
   o.model = model::preset_config(model::parse_arch(a.arch), a.preset);
-  std::map<std::string, RunSummary> summaries;
-  const bench::TtftResult r = bench::run_ttft(o, reporter(a, summaries));
-  print_ratios(r, summaries);
+  // A random model has no trained context length: a sweep past the preset's limit raises it
+  // (RoPE is defined at every position), and says so.
+  const int64_t longest = int64_t(most) * o.segment_tokens + o.question_tokens;
+  if (counts.size() > 1 && longest > o.model.max_position_embeddings) {
+    std::printf("context: the preset's %d positions raised to %lld for the longest prompt\n",
+                o.model.max_position_embeddings, static_cast<long long>(longest));
+    o.model.max_position_embeddings = static_cast<int>(longest);
+  }
+  std::map<std::string, RunSummary> summaries;  // the current count's modes
+  std::vector<json> points;
+  bench::TtftProgress progress = reporter(a, summaries);
+  const auto announce = progress.trace_ready;
+  progress.trace_ready = [&](const bench::TtftResult& r) {
+    summaries.clear();
+    announce(r);
+  };
+  progress.trace_done = [&](const bench::TtftResult& r) {
+    print_ratios(r, summaries);
+    points.push_back(point_json(r, summaries));
+  };
+  const std::vector<bench::TtftResult> results = bench::run_ttft_sweep(o, counts, progress);
+  if (results.size() > 1) print_sweep_table(results);
   if (!a.json.empty()) {
-    write_text_file(a.json, ttft_json(a, r, summaries).dump(2) + "\n");
+    write_text_file(a.json, ttft_json(a, results, points).dump(2) + "\n");
     std::printf("figures written to %s\n", a.json.c_str());
   }
   return 0;
@@ -165,10 +237,20 @@ void add_bench_ttft(CLI::App& bench) {
   sub->add_option("--arch", a->arch, "qwen3_5 | qwen3_next")->capture_default_str();
   sub->add_option("--preset", a->preset, "random model size: tiny, small, bench")
       ->capture_default_str();
-  sub->add_option("--segments", o.segments, "segments per query")->capture_default_str();
+  sub->add_option("--segments", a->segments,
+                  "segments per query; several (16,64,128) sweep the context length on one "
+                  "model and store")
+      ->capture_default_str();
   sub->add_option("--segment-tokens", o.segment_tokens, "tokens per segment")
       ->capture_default_str();
-  sub->add_option("--corpus", o.corpus, "documents in the corpus")->capture_default_str();
+  sub->add_option_function<int>(
+         "--corpus",
+         [a](int n) {
+           a->options.corpus = n;
+           a->corpus_given = true;
+         },
+         "documents in the corpus (default 48, or the largest segment count)")
+      ->capture_default_str();
   sub->add_option("--queries", o.queries, "timed queries per mode")->capture_default_str();
   sub->add_option("--question-tokens", o.question_tokens, "question suffix length")
       ->capture_default_str();

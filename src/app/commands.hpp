@@ -37,6 +37,7 @@ void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_store_commands(CLI::App& app);  // `store merge`
 void add_bench_ttft(CLI::App& bench);    // a `hypic bench` subcommand
+void add_bench_qps(CLI::App& bench);     // sustainable QPS under a TTFT SLA
 void add_eval_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);

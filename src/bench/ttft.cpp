@@ -1,14 +1,11 @@
 #include "bench/ttft.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <random>
 
+#include "bench/rag_corpus.hpp"
 #include "bench/timing.hpp"
-#include "cluster/distributed.hpp"
 #include "hypic/error.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
@@ -19,34 +16,18 @@
 namespace hypic::bench {
 namespace {
 
-// `corpus` documents of `segment_tokens` random ids each.
-std::vector<std::vector<int32_t>> random_corpus(const TtftOptions& a, int vocab,
-                                                std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
-  std::vector<std::vector<int32_t>> docs(static_cast<size_t>(a.corpus));
-  for (auto& d : docs)
-    for (int t = 0; t < a.segment_tokens; ++t) d.push_back(tok(rng));
-  return docs;
-}
-
 // Queries of k distinct documents drawn by Zipf(s) popularity over the corpus, shuffled.
-std::vector<pic::Query> make_trace(const TtftOptions& a,
+// Queries of k distinct documents drawn by Zipf(s) popularity over the corpus, shuffled.
+std::vector<pic::Query> make_trace(const TtftOptions& a, int segments,
                                    const std::vector<std::vector<int32_t>>& docs, int vocab,
                                    std::mt19937_64& rng) {
-  std::vector<double> weight(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) weight[i] = 1.0 / std::pow(double(i + 1), a.zipf);
+  const std::vector<double> weight = zipf_weights(docs.size(), a.zipf);
   std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
   std::vector<pic::Query> out;
   for (int q = 0; q < a.queries; ++q) {
-    std::vector<double> w = weight;
     pic::Query query;
     query.id = "q" + std::to_string(q);
-    for (int s = 0; s < a.segments; ++s) {
-      std::discrete_distribution<size_t> pick(w.begin(), w.end());
-      const size_t d = pick(rng);
-      w[d] = 0.0;  // without replacement
-      query.segments.push_back(docs[d]);
-    }
+    for (const size_t d : draw_distinct(weight, segments, rng)) query.segments.push_back(docs[d]);
     std::shuffle(query.segments.begin(), query.segments.end(), rng);
     for (int t = 0; t < a.question_tokens; ++t) query.question.push_back(tok(rng));
     query.max_new_tokens = 1;
@@ -54,39 +35,6 @@ std::vector<pic::Query> make_trace(const TtftOptions& a,
   }
   return out;
 }
-
-// Creates the store at `path` and fills it with every document of the corpus.
-void warm_store(model::Model& net, const std::string& fingerprint, const TtftOptions& a,
-                const std::vector<std::vector<int32_t>>& docs, const std::string& path,
-                TtftResult& result) {
-  store::StoreOptions so;
-  so.model_fingerprint = fingerprint;
-  so.junction = a.junction.store_code();
-  so.dtype = store::parse_dtype(a.dtype);
-  store::SegmentStore st = store::SegmentStore::create(path, so);
-  cluster::WarmupOptions wo;  // the one warm-up path, here in this process alone
-  wo.junction = a.junction;
-  const cluster::WarmupResult warm =
-      cluster::warmup_across_ranks(MPI_COMM_SELF, net, fingerprint, docs, &st, wo);
-  result.warmup_entries = warm.total;
-  result.warmup_seconds = warm.seconds;
-  result.store_bytes = st.stats().file_bytes;
-}
-
-// Removes a temporary store when the benchmark ends, however it ends.
-class RemoveOnExit {
- public:
-  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
-  RemoveOnExit(const RemoveOnExit&) = delete;
-  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
-  ~RemoveOnExit() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove(path_, ec);
-  }
-
- private:
-  std::string path_;
-};
 
 struct Setup {
   model::Model& net;
@@ -136,63 +84,82 @@ std::optional<double> p50_ratio(const std::vector<TtftModeRun>& runs, const std:
 
 }  // namespace
 
-TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
+std::vector<TtftResult> run_ttft_sweep(const TtftOptions& options,
+                                       const std::vector<int>& segment_counts,
+                                       const TtftProgress& progress) {
+  HYPIC_REQUIRE(!segment_counts.empty(), "--segments needs at least one count");
+  TtftOptions a = options;
+  a.segments = *std::max_element(segment_counts.begin(), segment_counts.end());
   HYPIC_REQUIRE(
-      a.segments > 0 && a.segment_tokens > 1 && a.queries > 0 && a.question_tokens > 0,
+      *std::min_element(segment_counts.begin(), segment_counts.end()) > 0 && a.segment_tokens > 1 &&
+          a.queries > 0 && a.question_tokens > 0,
       "--segments, --segment-tokens (> 1), --queries and --question-tokens must be positive");
   HYPIC_REQUIRE(a.corpus >= a.segments, "--corpus must hold at least --segments documents");
   std::vector<pic::Mode> modes;
   for (const std::string& m : a.modes) modes.push_back(pic::parse_mode(m));
   store::parse_dtype(a.dtype);  // before the long steps: a wrong --dtype fails at once
   const model::ModelConfig& cfg = a.model;
-  TtftResult result;
+  TtftResult common;
 
   const auto tw = Clock::now();
   model::ModelWeights weights = model::random_weights(cfg, a.seed);
   const std::string fingerprint = pic::model_fingerprint(cfg, weights);  // from host memory
   const kernels::Backend& be = a.backend != nullptr ? *a.backend : kernels::host_backend();
   model::Model net(cfg, model::to_backend(std::move(weights), be), be);
-  result.build_seconds = seconds_since(tw);
-  result.parameter_count = double(net.weights().parameter_count());
-  result.prompt_tokens = int64_t(a.segments) * a.segment_tokens + a.question_tokens;
-  HYPIC_REQUIRE(result.prompt_tokens <= cfg.max_position_embeddings,
+  common.build_seconds = seconds_since(tw);
+  common.parameter_count = double(net.weights().parameter_count());
+  common.segments = a.segments;
+  common.prompt_tokens = int64_t(a.segments) * a.segment_tokens + a.question_tokens;
+  HYPIC_REQUIRE(common.prompt_tokens <= cfg.max_position_embeddings,
                 "the queries would exceed the model's context of " +
                     std::to_string(cfg.max_position_embeddings));
 
   std::mt19937_64 rng(a.seed);
-  const std::vector<std::vector<int32_t>> docs = random_corpus(a, cfg.vocab_size, rng);
-  const std::vector<pic::Query> trace = make_trace(a, docs, cfg.vocab_size, rng);
-  if (progress.model_ready) progress.model_ready(result);
+  const std::vector<std::vector<int32_t>> docs =
+      random_documents(a.corpus, a.segment_tokens, cfg.vocab_size, rng);
+  if (progress.model_ready) progress.model_ready(common);
 
-  const std::string store_path = a.store.empty()
-                                     ? (std::filesystem::temp_directory_path() /
-                                        ("hypic-bench-ttft-" + std::to_string(getpid()) + ".h5"))
-                                           .string()
-                                     : a.store;
-  const RemoveOnExit remove_store(a.store.empty() ? store_path : std::string());
-  warm_store(net, fingerprint, a, docs, store_path, result);
-  if (progress.store_warmed) progress.store_warmed(result);
+  const StorePath store(a.store, "hypic-bench-ttft");
+  const std::string& store_path = store.str();
+  const WarmedStore warmed = warm_store(net, fingerprint, a.junction, a.dtype, docs, store_path);
+  common.warmup_entries = warmed.entries;
+  common.warmup_seconds = warmed.seconds;
+  common.store_bytes = warmed.file_bytes;
+  if (progress.store_warmed) progress.store_warmed(common);
 
-  // One untimed query so that thread pools and allocations are warm for every mode.
-  {
-    pic::EngineOptions eo;
-    eo.mode = pic::Mode::Full;
-    pic::Engine warm(net, fingerprint, eo);
-    warm.run(trace.front());
+  std::vector<TtftResult> results;
+  for (const int segments : segment_counts) {
+    TtftResult result = common;
+    result.segments = segments;
+    result.prompt_tokens = int64_t(segments) * a.segment_tokens + a.question_tokens;
+    const std::vector<pic::Query> trace = make_trace(a, segments, docs, cfg.vocab_size, rng);
+    if (progress.trace_ready) progress.trace_ready(result);
+    // One untimed query so that thread pools and allocations are warm for every mode.
+    {
+      pic::EngineOptions eo;
+      eo.mode = pic::Mode::Full;
+      pic::Engine(net, fingerprint, eo).run(trace.front());
+    }
+    const Setup setup{net, fingerprint, a, store_path, trace};
+    auto add = [&](const std::string& name, pic::Mode mode, double budget_mib) {
+      result.modes.push_back(run_mode(setup, name, mode, budget_mib));
+      if (progress.mode_done) progress.mode_done(result.modes.back());
+    };
+    for (size_t i = 0; i < modes.size(); ++i) add(a.modes[i], modes[i], a.memory_budget_mib);
+    const bool has_pic = std::find(a.modes.begin(), a.modes.end(), "pic") != a.modes.end();
+    if (has_pic) {
+      add("pic (store reads only)", pic::Mode::Pic, 0.0);
+      result.ratio_prefix_over_pic_p50 = p50_ratio(result.modes, "prefix");
+      result.ratio_full_over_pic_p50 = p50_ratio(result.modes, "full");
+    }
+    if (progress.trace_done) progress.trace_done(result);
+    results.push_back(std::move(result));
   }
-  const Setup setup{net, fingerprint, a, store_path, trace};
-  auto add = [&](const std::string& name, pic::Mode mode, double budget_mib) {
-    result.modes.push_back(run_mode(setup, name, mode, budget_mib));
-    if (progress.mode_done) progress.mode_done(result.modes.back());
-  };
-  for (size_t i = 0; i < modes.size(); ++i) add(a.modes[i], modes[i], a.memory_budget_mib);
-  const bool has_pic = std::find(a.modes.begin(), a.modes.end(), "pic") != a.modes.end();
-  if (has_pic) {
-    add("pic (store reads only)", pic::Mode::Pic, 0.0);
-    result.ratio_prefix_over_pic_p50 = p50_ratio(result.modes, "prefix");
-    result.ratio_full_over_pic_p50 = p50_ratio(result.modes, "full");
-  }
-  return result;
+  return results;
+}
+
+TtftResult run_ttft(const TtftOptions& a, const TtftProgress& progress) {
+  return run_ttft_sweep(a, {a.segments}, progress).front();
 }
 
 }  // namespace hypic::bench

@@ -43,6 +43,7 @@ struct TtftModeRun {
 };
 
 struct TtftResult {
+  int segments = 0;  // per query, in this result's trace
   // The model and trace.
   double parameter_count = 0;
   double build_seconds = 0;   // random weights and fingerprint
@@ -59,11 +60,21 @@ struct TtftResult {
 
 // Called as the benchmark goes, so that a long run reports each step when it is done.
 struct TtftProgress {
-  std::function<void(const TtftResult&)> model_ready;   // model built, trace made
+  std::function<void(const TtftResult&)> model_ready;   // model built, corpus made
   std::function<void(const TtftResult&)> store_warmed;  // warm-up fields set
+  std::function<void(const TtftResult&)> trace_ready;   // a sweep's next segment count
+  std::function<void(const TtftResult&)> trace_done;    // its modes ran, ratios set
   std::function<void(const TtftModeRun&)> mode_done;
 };
 
 TtftResult run_ttft(const TtftOptions& options, const TtftProgress& progress = {});
+
+// The same for several segment counts (context lengths) on one model and one warmed store:
+// the corpus holds max(options.corpus, the largest count) documents, and each count gets its
+// own trace (options.segments is ignored). One result per count, in order; the model and
+// warm-up fields are the same in each.
+std::vector<TtftResult> run_ttft_sweep(const TtftOptions& options,
+                                       const std::vector<int>& segment_counts,
+                                       const TtftProgress& progress = {});
 
 }  // namespace hypic::bench

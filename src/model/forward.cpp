@@ -79,6 +79,16 @@ void Model::set_max_block_tokens(int n) {
 
 void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int logit_rows,
                       float* logits) {
+  std::vector<Span> one{{0, T, 0}};
+  run_spans(tokens, one, {-1}, {0}, nullptr, cache, logit_rows, logits);
+}
+
+void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
+                      const std::vector<int>& splice_ids, const std::vector<int64_t>& spliced,
+                      const SpliceFn* splice, InferenceCache& cache, int logit_rows,
+                      float* logits) {
+  const int T = spans.back().end;
+  const int n_spans = static_cast<int>(spans.size());
   const int hidden = cfg_.hidden_size;
   const int vocab = cfg_.vocab_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -103,17 +113,26 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
   ws_.times.embed_norms += seconds_since(t0);
   capture(h, T);
 
-  const int64_t pos0 = cache.n_tokens;
+  int64_t pos = cache.n_tokens;
+  for (int i = 0; i < n_spans; ++i) {
+    spans[static_cast<size_t>(i)].pos0 = pos;
+    pos += spans[static_cast<size_t>(i)].rows() + spliced[static_cast<size_t>(i)];
+  }
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
     be.rms_norm_zero_centred(h, f32(lw.input_norm), xn, T, hidden, eps);
     ws_.times.embed_norms += seconds_since(t0);
+    const AfterSpan after = [&](int i, LayerCache& c) {
+      const int id = splice_ids[static_cast<size_t>(i)];
+      if (id >= 0) (*splice)(id, l, c);
+    };
+    const AfterSpan* hook = splice != nullptr ? &after : nullptr;
     if (lw.kind == LayerKind::Linear)
-      gdn_layer(be, cfg_, lw.linear, xn, h, T, lc, ws_);
+      gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
     else
-      attention_layer(be, cfg_, lw.attn, xn, h, T, pos0, lc, ws_);
+      attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
 
     t0 = std::chrono::steady_clock::now();
     be.rms_norm_zero_centred(h, f32(lw.post_attn_norm), xn, T, hidden, eps);
@@ -124,7 +143,7 @@ void Model::run_block(const int32_t* tokens, int T, InferenceCache& cache, int l
       mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_);
     capture(h, T);
   }
-  cache.n_tokens += T;
+  cache.n_tokens = pos;
   last_hidden_.resize(static_cast<size_t>(hidden));
   be.copy_to_host(last_hidden_.data(), h + static_cast<size_t>(T - 1) * hidden,
                   sizeof(float) * hidden);
@@ -178,6 +197,54 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   }
   require_finite_logits(logits, mode == LogitsMode::All ? pos0 : pos0 + T - 1);
   return logits;
+}
+
+void Model::prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
+                            const SpliceFn& splice) {
+  HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
+                "inference cache does not belong to this model (layer count differs)");
+  // Blocks of whole windows up to max_block_ rows; a longer window is cut into pieces, the
+  // splice after its last piece only.
+  std::vector<int32_t> tokens;
+  std::vector<Span> spans;
+  std::vector<int> ids;
+  std::vector<int64_t> spliced;
+  auto flush = [&]() {
+    if (spans.empty()) return;
+    if (spans.back().end == 0) {  // empty windows only: nothing to run, splice every layer
+      for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+        for (int id : ids)
+          if (id >= 0) splice(id, l, cache.layers[static_cast<size_t>(l)]);
+      for (int64_t n : spliced) cache.n_tokens += n;
+    } else {
+      run_spans(tokens.data(), spans, ids, spliced, &splice, cache, 0, nullptr);
+    }
+    tokens.clear();
+    spans.clear();
+    ids.clear();
+    spliced.clear();
+  };
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const Window& win = windows[w];
+    HYPIC_REQUIRE(win.n >= 0 && win.spliced >= 0, "prefill_windows: negative window size");
+    const size_t max_rows = static_cast<size_t>(max_block_);
+    // A window that does not fit starts a block; a longer one is cut at the same places as
+    // its plain prefill would be.
+    if (tokens.size() + win.n > max_rows) flush();
+    int done = 0;
+    do {
+      if (tokens.size() == max_rows) flush();
+      const int take = std::min(static_cast<int>(max_rows - tokens.size()), win.n - done);
+      const int begin = static_cast<int>(tokens.size());
+      tokens.insert(tokens.end(), win.tokens + done, win.tokens + done + take);
+      done += take;
+      const bool last = done == win.n;
+      spans.push_back({begin, begin + take, 0});
+      ids.push_back(last ? static_cast<int>(w) : -1);
+      spliced.push_back(last ? win.spliced : 0);
+    } while (done < win.n);
+  }
+  flush();
 }
 
 Tensor Model::decode_step(int32_t token, InferenceCache& cache) {

@@ -3,6 +3,7 @@
 // (and advancing) an InferenceCache: prefill of any block of tokens at any position,
 // single-token decode, greedy generation.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "hypic/kernels/backend.hpp"
@@ -17,6 +18,18 @@ namespace hypic::model {
 // Logits for every new token, only the last one, or none (the cache is all that is wanted:
 // junction windows, prefix snapshots; prefill then returns an empty [0, vocab] tensor).
 enum class LogitsMode { All, Last, None };
+
+// A junction window (MATH.md §5): n tokens run at the current end of the cache, after which
+// the caller's splice appends `spliced` more positions (its segment's cached part).
+struct Window {
+  const int32_t* tokens = nullptr;
+  int n = 0;
+  int64_t spliced = 0;
+};
+// Called once per window and layer, after the window has passed that layer: appends what
+// follows the window to the layer's cache (linear: T·S + S(R|0) and the conv tail;
+// attention: the re-rotated cached K and V).
+using SpliceFn = std::function<void(int window, int layer, LayerCache& cache)>;
 
 // Owns its scratch buffers: use one Model per thread. Every op runs on `backend` (the host
 // unless told otherwise); weights and caches must be that backend's memory.
@@ -38,6 +51,14 @@ class Model {
   // blocks of max_block_tokens() (a multiple of the delta rule's chunk, so results do not
   // depend on it beyond rounding) to bound scratch memory.
   Tensor prefill(const std::vector<int32_t>& tokens, InferenceCache& cache, LogitsMode mode);
+  // Every window of a composed prompt, layer by layer: each layer's products run once over
+  // all windows' tokens, while the conv, the delta rule and attention continue the cache
+  // window by window, `splice` appending each window's cached rest in between. Equal to
+  // prefilling window 1, splicing its rest in every layer, prefilling window 2, ... (the
+  // per-row products are the same; tested). Blocks of at most max_block_tokens() rows;
+  // windows may be empty (splice only). Advances cache.n_tokens by every n + spliced.
+  void prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
+                       const SpliceFn& splice);
   // One token after the cached ones; logits [1, vocab].
   Tensor decode_step(int32_t token, InferenceCache& cache);
   // Prefills `prompt`, then picks the arg-max token n_new times (decoding each pick except
@@ -60,6 +81,11 @@ class Model {
   // logit_rows tokens (0 … T) to `logits`.
   void run_block(const int32_t* tokens, int T, InferenceCache& cache, int logit_rows,
                  float* logits);
+  // The block's rows as spans (positions set from the cache), with splice(splice_ids[i], l, ·)
+  // after span i in layer l when splice_ids[i] >= 0, and `spliced[i]` positions it adds.
+  void run_spans(const int32_t* tokens, std::vector<Span>& spans,
+                 const std::vector<int>& splice_ids, const std::vector<int64_t>& spliced,
+                 const SpliceFn* splice, InferenceCache& cache, int logit_rows, float* logits);
   void capture(const float* h, int T);
 
   ModelConfig cfg_;

@@ -45,7 +45,7 @@ void swiglu_mlp(const kernels::Backend& be, const MlpWeights& w, const float* x,
 
 double ForwardTimes::total() const {
   return embed_norms + gdn_proj + gdn_conv + gdn_prep + gdn_rule + gdn_out + attn_proj + attn_core +
-         attn_out + mlp + moe_experts + moe_shared + lm_head;
+         attn_out + mlp + moe_experts + moe_shared + lm_head + splice;
 }
 
 float* Workspace::floats(Slot slot, size_t n) {
@@ -79,12 +79,20 @@ void* Workspace::device_buffer(Tensor& t, DType dtype, size_t n) {
 
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, int T, LayerCache& cache, Workspace& ws) {
+  const Span whole{0, T, 0};
+  gdn_layer(be, cfg, w, x, out, &whole, 1, cache, ws, nullptr);
+}
+
+void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
+               const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+               Workspace& ws, const AfterSpan* after) {
   const int hidden = cfg.hidden_size;
   const int Hk = cfg.linear_num_key_heads, Hv = cfg.linear_num_value_heads;
   const int dk = cfg.linear_key_head_dim, dv = cfg.linear_value_head_dim;
   const int key_dim = Hk * dk, value_dim = Hv * dv, conv_dim = cfg.linear_conv_dim();
   const int K = cfg.linear_conv_kernel_dim;
   const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const int T = spans[n_spans - 1].end;
   const size_t rows = static_cast<size_t>(T);
   Lap lap(be);
 
@@ -98,49 +106,66 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   be.linear(x, wp + static_cast<size_t>(conv_dim + value_dim) * hidden, gates, T, 2 * Hv, hidden,
             false);
   lap.to(ws.times.gdn_proj);
-
-  float* conv_out = ws.floats(Workspace::kB, rows * conv_dim);
-  be.causal_conv1d_silu(mixed, f32(w.conv1d), f32(cache.conv), conv_out, T, conv_dim, K);
-  lap.to(ws.times.gdn_conv);
-  float* q = ws.floats(Workspace::kC, rows * key_dim);
-  float* k = ws.floats(Workspace::kD, rows * key_dim);
-  float* v = ws.floats(Workspace::kE, rows * value_dim);
-  be.copy_strided(conv_out, conv_dim, 0, q, T, key_dim);
-  be.copy_strided(conv_out, conv_dim, key_dim, k, T, key_dim);
-  be.copy_strided(conv_out, conv_dim, 2 * key_dim, v, T, value_dim);
-  be.l2_normalize_rows(q, T * Hk, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
-  be.l2_normalize_rows(k, T * Hk, dk, 1e-6f, 1.0f);
   float* beta = gates + rows * 2 * Hv;
   float* g = beta + rows * Hv;
   be.gdn_gates(gates, gates + Hv, 2 * Hv, f32(w.A_log), f32(w.dt_bias), beta, g, T, Hv);
   lap.to(ws.times.gdn_prep);
 
+  float* conv_out = ws.floats(Workspace::kB, rows * conv_dim);
+  float* q = ws.floats(Workspace::kC, rows * key_dim);
+  float* k = ws.floats(Workspace::kD, rows * key_dim);
+  float* v = ws.floats(Workspace::kE, rows * value_dim);
   float* core = ws.floats(Workspace::kH, rows * value_dim);
+  const size_t tsize = static_cast<size_t>(Hv) * dk * dk;
+  float* block_t = cache.capture_transition ? ws.floats(Workspace::kI, tsize) : nullptr;
   const kernels::FamilySpec spec = kernels::member_spec(kernels::Member::GatedDeltaNet);
-  const kernels::FamilyDims dims{T, Hk, Hv, dk, dv};
-  const kernels::FamilyInputs in{q, k, v, g, beta};
-  if (cache.capture_transition) {
-    const size_t tsize = static_cast<size_t>(Hv) * dk * dk;
-    float* block_t = ws.floats(Workspace::kI, tsize);
-    be.family_chunked(spec, dims, in, f32(cache.state), core, block_t, kDeltaRuleChunk);
-    if (cache.transition.empty()) {
-      cache.transition = be.device() == Device::Host
-                             ? Tensor({Hv, dk, dk})
-                             : Tensor({Hv, dk, dk}, DType::F32, be.device(), &be);
-      be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
-    } else {  // transition ← T_block · transition, head by head
-      float* before = ws.floats(Workspace::kJ, tsize);
-      be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
-      const int64_t dd = static_cast<int64_t>(dk) * dk;
-      be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, block_t, dk, dd, before, dk, dd, 0.0f,
-                              f32(cache.transition), dk, dd, Hv);
+  // Conv and delta rule continue the cache span by span: each span starts from the state
+  // (and conv tail) that the previous span and the hook left.
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      be.causal_conv1d_silu(mixed + r0 * conv_dim, f32(w.conv1d), f32(cache.conv),
+                            conv_out + r0 * conv_dim, n, conv_dim, K);
+      lap.to(ws.times.gdn_conv);
+      float* qs = q + r0 * key_dim;
+      float* ks = k + r0 * key_dim;
+      float* vs = v + r0 * value_dim;
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 0, qs, n, key_dim);
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, key_dim, ks, n, key_dim);
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 2 * key_dim, vs, n, value_dim);
+      be.l2_normalize_rows(qs, n * Hk, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
+      be.l2_normalize_rows(ks, n * Hk, dk, 1e-6f, 1.0f);
+      lap.to(ws.times.gdn_prep);
+
+      const kernels::FamilyDims dims{n, Hk, Hv, dk, dv};
+      const kernels::FamilyInputs in{qs, ks, vs, g + r0 * Hv, beta + r0 * Hv};
+      float* core_s = core + r0 * value_dim;
+      if (cache.capture_transition) {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kDeltaRuleChunk);
+        if (cache.transition.empty()) {
+          cache.transition = be.device() == Device::Host
+                                 ? Tensor({Hv, dk, dk})
+                                 : Tensor({Hv, dk, dk}, DType::F32, be.device(), &be);
+          be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
+        } else {  // transition ← T_block · transition, head by head
+          float* before = ws.floats(Workspace::kJ, tsize);
+          be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
+          const int64_t dd = static_cast<int64_t>(dk) * dk;
+          be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, block_t, dk, dd, before, dk, dd,
+                                  0.0f, f32(cache.transition), dk, dd, Hv);
+        }
+      } else if (n == 1) {  // one decode step: the recurrence is the cheaper form
+        be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
+      } else {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, nullptr, kDeltaRuleChunk);
+      }
+      lap.to(ws.times.gdn_rule);
     }
-  } else if (T == 1) {  // one decode step: the recurrence is the cheaper form
-    be.family_recurrent_f32(spec, dims, in, f32(cache.state), core);
-  } else {
-    be.family_chunked(spec, dims, in, f32(cache.state), core, nullptr, kDeltaRuleChunk);
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
   }
-  lap.to(ws.times.gdn_rule);
 
   float* normed = mixed;  // the projections are consumed
   be.gated_rms_norm(core, z, f32(w.norm), normed, T * Hv, dv, eps);
@@ -151,35 +176,69 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
 void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                      const float* x, float* out, int T, int64_t pos0, LayerCache& cache,
                      Workspace& ws) {
+  const Span whole{0, T, pos0};
+  attention_layer(be, cfg, w, x, out, &whole, 1, cache, ws, nullptr);
+}
+
+void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
+                     const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+                     Workspace& ws, const AfterSpan* after) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
   const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const int T = spans[n_spans - 1].end;
   const size_t rows = static_cast<size_t>(T);
-  HYPIC_REQUIRE(cache.kv_tokens() == pos0,
-                "attention cache holds " + std::to_string(cache.kv_tokens()) +
-                    " tokens but the block starts at position " + std::to_string(pos0));
   Lap lap(be);
 
   float* qg = ws.floats(Workspace::kA, rows * H * 2 * hd);  // per head [query | gate]
   float* q = ws.floats(Workspace::kB, rows * H * hd);
   float* k = ws.floats(Workspace::kC, rows * Hkv * hd);
   float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
+  float* attn = ws.floats(Workspace::kE, rows * H * hd);
   be.linear(x, f32(w.q_proj), qg, T, H * 2 * hd, hidden, false);
   be.linear(x, f32(w.k_proj), k, T, Hkv * hd, hidden, false);
   be.linear(x, f32(w.v_proj), v, T, Hkv * hd, hidden, false);
   be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
   be.rms_norm_zero_centred(q, f32(w.q_norm), q, T * H, hd, eps);
   be.rms_norm_zero_centred(k, f32(w.k_norm), k, T * Hkv, hd, eps);
+  lap.to(ws.times.attn_proj);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);
-  be.rope_apply({T, H, hd, rot, theta}, q, pos0);
-  be.rope_apply({T, Hkv, hd, rot, theta}, k, pos0);
-  cache.append_kv(k, v, T, &be);
-  lap.to(ws.times.attn_proj);
-
-  const kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
-                                    hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  float* attn = ws.floats(Workspace::kE, rows * H * hd);
+  // Each span's K and V join the cache at its place, then the hook appends what follows it.
+  // (Positions are built here and handed to the op in the backend's memory.)
+  std::vector<int> positions(n_spans > 1 ? rows : 0);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
+                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
+                        " tokens but the block starts at position " + std::to_string(s.pos0));
+      float* ks = k + r0 * Hkv * hd;
+      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
+      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
+      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
+      if (!positions.empty())
+        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
+    }
+    lap.to(ws.times.attn_proj);
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+  // Every span's queries in one call: each sees the keys up to its own position (what came
+  // before it, spliced parts included, and its own span causally), none after.
+  kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
+                              hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  if (!positions.empty()) {
+    if (be.device() == Device::Host) {
+      dims.positions = positions.data();
+    } else {
+      int* dev = ws.ints(rows);
+      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
+      dims.positions = dev;
+    }
+  }
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
   be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
   lap.to(ws.times.attn_core);

@@ -5,6 +5,7 @@
 // from a Workspace, so steady-state forward passes allocate nothing. Every op runs on the
 // backend passed in (x, out, caches and weights are that backend's memory).
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "hypic/kernels/backend.hpp"
@@ -29,6 +30,7 @@ struct ForwardTimes {
   double moe_experts = 0;  // router + routed experts
   double moe_shared = 0;   // shared expert + its gate
   double lm_head = 0;
+  double splice = 0;  // AfterSpan hooks (pic: cached segment parts spliced between spans)
   double total() const;
   void clear() { *this = ForwardTimes{}; }
 };
@@ -55,12 +57,30 @@ class Workspace {
   Tensor device_floats_[kSlots], device_ints_, device_ids_;
 };
 
+// A block's rows [begin, end) that continue a layer's cache at absolute positions pos0 …
+// One span is a plain block. Several spans are the junction windows of a composed prompt
+// (MATH.md §5): after span i has passed the layer, the caller appends what follows it in the
+// sequence (its segment's cached part) through an AfterSpan hook, so the next span sees it.
+// Row-wise work (projections, norms, MLP) runs over all spans at once; what carries state
+// across tokens (conv, delta rule, attention over the cache) runs span by span.
+struct Span {
+  int begin = 0, end = 0;
+  int64_t pos0 = 0;
+  int rows() const { return end - begin; }
+};
+// Called with the span's index and the layer's cache after the span has passed the layer.
+using AfterSpan = std::function<void(int span, LayerCache& cache)>;
+
 // Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates
 // β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
 // gated RMSNorm with z → out_proj. Advances cache.state and cache.conv (and
 // cache.transition when cache.capture_transition is set).
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, int T, LayerCache& cache, Workspace& ws);
+// The same over spans (after may be null); x and out hold spans.back().end rows.
+void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
+               const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+               Workspace& ws, const AfterSpan* after);
 
 // Gated softmax attention at absolute positions pos0 … pos0+T−1 (pos0 must equal the
 // cached tokens): zero-centred q/k RMSNorm, partial RoPE, GQA over cached + new K/V,
@@ -68,6 +88,11 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
 void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                      const float* x, float* out, int T, int64_t pos0, LayerCache& cache,
                      Workspace& ws);
+// The same over spans (after may be null): span i's queries attend to everything cached
+// before it (earlier spans and what `after` appended) and to themselves, causally.
+void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
+                     const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+                     Workspace& ws, const AfterSpan* after);
 
 // SwiGLU MLP: out += down(silu(gate(x)) · up(x)).
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,

@@ -1,24 +1,40 @@
 #pragma once
 // Composition of cached segments into a running inference cache (MATH.md §2, §4, §5).
 #include <cstdint>
+#include <vector>
 
 #include "hypic/kernels/backend.hpp"
 #include "model/cache.hpp"
 #include "model/config.hpp"
+#include "model/forward.hpp"
 #include "pic/segment_entry.hpp"
 
 namespace hypic::pic {
 
-// Appends the cached part of a segment (its tokens after the junction window) to `cache`,
-// whose junction tokens have just been prefilled (cache.n_tokens == segment_start + w):
-//  - linear layers: state ← T_R · state + S(R|0) (addition: state ← state + S(R|0), the
+// Appends the cached part of a segment (its tokens after the junction window) to one layer's
+// cache, right after the window has passed that layer:
+//  - linear layer: state ← T_R · state + S(R|0) (addition: state ← state + S(R|0), the
 //    ablation that ignores T), conv state ← the cached tail;
-//  - attention layers: K moved from segment-local positions to absolute ones by one
-//    rotation of segment_start positions (RoPE angles add), V appended as is.
-// Advances cache.n_tokens by n − w. Runs on `be` (the model's backend).
-void splice_entry(const kernels::Backend& be, const model::ModelConfig& config,
-                  const SegmentEntry& entry, int64_t segment_start, bool addition,
-                  model::InferenceCache& cache);
+//  - attention layer: K moved from segment-local positions to absolute ones by one rotation
+//    of segment_start positions (RoPE angles add), V appended as is.
+// Runs on `be` (the model's backend).
+void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
+                  const SegmentEntry& entry, int layer, int64_t segment_start, bool addition,
+                  model::LayerCache& cache);
+
+// One segment placed in a prompt: its tokens (the window is their first entry.junction) and
+// its entry.
+struct PlacedSegment {
+  const std::vector<int32_t>* tokens = nullptr;
+  const SegmentEntry* entry = nullptr;
+};
+
+// Appends `segments` in order to `cache` (MATH.md §5): every junction window runs under the
+// true prefix, all windows layer by layer in one pass (Model::prefill_windows), and each
+// segment's cached part is spliced into a layer right after its window has passed it.
+// Returns the seconds spent splicing (the rest of the time is the windows' recompute).
+double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
+                        bool addition, model::InferenceCache& cache);
 
 // K rows [n, Hkv, hd] rotated at positions q … moved to q + delta, in place.
 void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,

@@ -32,10 +32,6 @@ std::string chain_key(const store::Hash128& parent, const std::vector<int32_t>& 
   return store::to_hex(out);
 }
 
-std::vector<int32_t> head(const std::vector<int32_t>& v, int n) {
-  return std::vector<int32_t>(v.begin(), v.begin() + n);
-}
-
 }  // namespace
 
 void LocalColdSource::begin(const std::vector<ColdSegment>& cold) {
@@ -264,21 +260,6 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
   return lk;
 }
 
-void Engine::place_segment(const std::vector<int32_t>& seg, const SegmentEntry& entry,
-                           bool addition, model::InferenceCache& cache, QueryResult& r) {
-  const int64_t start = cache.n_tokens;
-  const int w = entry.junction;
-  if (w > 0) {
-    const auto t1 = Clock::now();
-    model_.prefill(head(seg, w), cache, model::LogitsMode::None);
-    r.tokens_recomputed += w;
-    r.times.junction += seconds_since(t1);
-  }
-  const auto t2 = Clock::now();
-  splice_entry(model_.backend(), model_.config(), entry, start, addition, cache);
-  r.times.composition += seconds_since(t2);
-}
-
 std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
@@ -327,30 +308,37 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     r.tokens_recomputed += static_cast<int64_t>(q.prefix.size());
     r.times.prefill = seconds_since(tp);
   }
-  std::vector<std::shared_ptr<const SegmentEntry>> computed(k);
+  // Every entry first (cold ones as their source delivers them, in prompt order), then all
+  // junction windows in one layer-by-layer pass with the splices in between.
+  std::vector<std::shared_ptr<const SegmentEntry>> entries(k);
   for (size_t i = 0; i < k; ++i) {
     const auto& seg = q.segments[i];
-    std::shared_ptr<const SegmentEntry> entry;
     if (copy_of[i] >= 0) {
-      entry = computed[static_cast<size_t>(copy_of[i])];
+      entries[i] = entries[static_cast<size_t>(copy_of[i])];
       ++r.hits_memory;
     } else if (routed[i].entry) {
-      entry = routed[i].entry;
+      entries[i] = routed[i].entry;
       ++(routed[i].tier == Lookup::kMemory ? r.hits_memory : r.hits_store);
     } else {
       const auto t1 = Clock::now();
       const uint64_t copied = stats::entry_bytes_copied();
-      entry = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
+      entries[i] = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
       r.cold_bytes_copied += stats::entry_bytes_copied() - copied;
-      r.cold_entry_bytes += entry->bytes();
-      computed[i] = entry;
+      r.cold_entry_bytes += entries[i]->bytes();
       r.times.cold_fill += seconds_since(t1);
       ++r.cold;
       r.cold_tokens += static_cast<int64_t>(seg.size());
     }
     if (routed[i].damaged) ++r.damaged;
-    place_segment(seg, *entry, addition, cache, r);
   }
+  std::vector<PlacedSegment> placed(k);
+  for (size_t i = 0; i < k; ++i) {
+    placed[i] = {&q.segments[i], entries[i].get()};
+    r.tokens_recomputed += entries[i]->junction;
+  }
+  const auto t2 = Clock::now();
+  r.times.composition = compose_segments(model_, placed, addition, cache);
+  r.times.junction = seconds_since(t2) - r.times.composition;
   const auto t3 = Clock::now();
   std::vector<float> logits = final_prefill(q.question, cache, r);
   r.times.question = seconds_since(t3);

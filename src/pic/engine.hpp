@@ -151,10 +151,6 @@ class Engine {
   Lookup lookup_cached(const std::string& key, int w, QueryResult& r);
   // Rounds a freshly computed entry to the store's dtype, writes it back, keeps it in memory.
   std::shared_ptr<const SegmentEntry> keep_cold(const std::string& key, SegmentEntry computed);
-  // A cached segment into the running cache: its junction window recomputed through every
-  // layer (MATH.md §5), then the rest spliced from the entry.
-  void place_segment(const std::vector<int32_t>& seg, const SegmentEntry& entry, bool addition,
-                     model::InferenceCache& cache, QueryResult& r);
   void run_full(const Query& q, QueryResult& r);
   void run_prefix(const Query& q, QueryResult& r);
   void run_pic(const Query& q, QueryResult& r);

@@ -584,6 +584,33 @@ TEST_P(BackendOps, AttentionCausalGqa) {
         }
 }
 
+// Queries at given positions: blocks separated by keys they did not bring (pic's junction
+// windows attend to the cached keys between them), against the same reference.
+TEST_P(BackendOps, AttentionCausalAtPositions) {
+  REQUIRE_OP(Op::AttentionCausal);
+  std::mt19937 rng(17);
+  const std::vector<std::vector<int>> layouts = {
+      {0, 1, 2, 9, 10, 30}, {5}, {3, 4, 5, 6, 7, 8, 9, 40, 41, 42, 43, 100, 101, 102, 103, 104}};
+  for (const auto& positions : layouts)
+    for (int hd : {48, 80}) {
+      const int T = int(positions.size()), n_kv = positions.back() + 7, H = 4, Hkv = 2;
+      const float scale = 1.0f / std::sqrt(float(hd));
+      const Vec q = randn(size_t(T) * H * hd, rng), k = randn(size_t(n_kv) * Hkv * hd, rng),
+                v = randn(size_t(n_kv) * Hkv * hd, rng);
+      kn::AttentionDims d{T, n_kv, H, Hkv, hd, scale};
+      d.positions = put_ints(positions);
+      float* out = put(Vec(q.size()));
+      float* work = put(Vec(std::max<size_t>(1, be().attention_workspace_floats(d))));
+      be().attention_causal(d, put(q), put(k), put(v), out, work);
+      const std::string where = "T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv) +
+                                " hd=" + std::to_string(hd) + " at positions";
+      expect_close(get(out, q.size()),
+                   ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale, &positions),
+                   Op::AttentionCausal, where);
+      release();
+    }
+}
+
 TEST_P(BackendOps, ElementwiseGates) {
   std::mt19937 rng(14);
   for (int rows : {1, 9})

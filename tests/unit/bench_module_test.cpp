@@ -11,6 +11,7 @@
 #include "bench/blas.hpp"
 #include "bench/compose.hpp"
 #include "bench/forward.hpp"
+#include "bench/qps.hpp"
 #include "bench/scaling.hpp"
 #include "bench/timing.hpp"
 #include "bench/tokenize.hpp"
@@ -214,6 +215,152 @@ TEST(BenchModule, TtftWithoutPicHasNoRatiosAndRemovesItsStore) {
   o.modes = {"full"};
   o.corpus = 2;  // fewer documents than segments per query
   EXPECT_THROW(bench::run_ttft(o), hypic::Error);
+}
+
+TEST(BenchModule, TtftSweepGivesOneResultPerSegmentCountOnOneStore) {
+  bench::TtftOptions o = tiny_trace();
+  o.modes = {"full", "prefix", "pic"};
+  o.queries = 1;
+  o.corpus = 2;  // raised to the largest count by the caller, else refused
+  EXPECT_THROW(bench::run_ttft_sweep(o, {2, 5}), hypic::Error);
+  o.corpus = 5;
+  int warmed = 0, traces = 0, done = 0;
+  bench::TtftProgress progress;
+  progress.store_warmed = [&](const bench::TtftResult& r) {
+    ++warmed;
+    EXPECT_EQ(r.warmup_entries, 5u);  // the corpus once, for every count
+  };
+  progress.trace_ready = [&](const bench::TtftResult&) { ++traces; };
+  progress.trace_done = [&](const bench::TtftResult& r) {
+    ++done;
+    EXPECT_TRUE(r.ratio_prefix_over_pic_p50.has_value());
+  };
+  const std::vector<bench::TtftResult> rs = bench::run_ttft_sweep(o, {2, 5}, progress);
+  EXPECT_EQ(warmed, 1);
+  EXPECT_EQ(traces, 2);
+  EXPECT_EQ(done, 2);
+  ASSERT_EQ(rs.size(), 2u);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const int k = i == 0 ? 2 : 5;
+    EXPECT_EQ(rs[i].segments, k);
+    EXPECT_EQ(rs[i].prompt_tokens, k * 24 + 4);
+    ASSERT_EQ(rs[i].modes.size(), 4u);  // and pic from the store only
+    for (const bench::TtftModeRun& run : rs[i].modes) {
+      ASSERT_EQ(run.results.size(), 1u);
+      EXPECT_EQ(run.results[0].segments, k) << run.name;
+      EXPECT_EQ(run.results[0].prompt_tokens, k * 24 + 4) << run.name;
+      if (hypic::pic::uses_entries(run.mode)) {
+        EXPECT_EQ(run.results[0].cold, 0);
+        EXPECT_EQ(run.results[0].tokens_recomputed, k * 8 + 4);  // windows and question
+      }
+    }
+    ASSERT_TRUE(rs[i].ratio_full_over_pic_p50);
+    EXPECT_DOUBLE_EQ(*rs[i].ratio_full_over_pic_p50,
+                     rs[i].modes[0].ttft_p50_ms / rs[i].modes[2].ttft_p50_ms);
+  }
+}
+
+bench::QpsOptions tiny_qps() {
+  bench::QpsOptions o;
+  o.model = tiny();
+  o.corpus = 8;
+  o.segment_tokens = 16;
+  o.min_segments = 2;
+  o.max_segments = 4;
+  o.question_tokens = 4;
+  o.queries = 6;
+  o.cold_share = 0.25;
+  o.loads = {0.05, 1e4};  // the second one sends the whole trace at once
+  o.refine_steps = 1;
+  return o;
+}
+
+TEST(BenchModule, QpsServesEveryModeAtEveryLoadAndFindsTheSlaEdge) {
+  const bench::QpsOptions o = tiny_qps();
+  int calibrated = 0, points = 0;
+  bench::QpsProgress progress;
+  progress.calibrated = [&](const bench::QpsModeResult& m) {
+    ++calibrated;
+    EXPECT_TRUE(m.points.empty());
+  };
+  progress.point_done = [&](const bench::QpsModeResult&, const bench::QpsPoint&) { ++points; };
+  const bench::QpsResult r = bench::run_qps(o, progress);
+  EXPECT_EQ(calibrated, 3);
+  EXPECT_EQ(r.warmup_entries, 8u);
+  ASSERT_EQ(r.trace.size(), 6u);
+  int64_t cold = 0, segments = 0;
+  for (const bench::QpsTraceQuery& q : r.trace) {
+    EXPECT_GE(q.documents.size(), 2u);
+    EXPECT_LE(q.documents.size(), 4u);
+    EXPECT_TRUE(positive(q.gap));
+    for (int64_t d : q.documents) {
+      EXPECT_LT(d, 8);
+      ++segments;
+      cold += d < 0;
+    }
+  }
+  EXPECT_DOUBLE_EQ(r.cold_segments_share, double(cold) / double(segments));
+  ASSERT_EQ(r.modes.size(), 3u);
+  double slowest = 0;
+  for (const bench::QpsModeResult& m : r.modes) slowest = std::max(slowest, m.unloaded_ttft_p99_ms);
+  EXPECT_DOUBLE_EQ(r.sla_ms, 2 * slowest);  // the default SLA
+  int measured = 0;
+  for (const bench::QpsModeResult& m : r.modes) {
+    EXPECT_TRUE(positive(m.capacity_qps)) << m.mode;
+    EXPECT_TRUE(positive(m.unloaded_service_ms)) << m.mode;
+    ASSERT_GE(m.points.size(), 1u) << m.mode;
+    measured += static_cast<int>(m.points.size());
+    double best_ok = 0;
+    for (size_t i = 0; i < m.points.size(); ++i) {
+      const bench::QpsPoint& p = m.points[i];
+      if (i > 0) {
+        EXPECT_GT(p.rate, m.points[i - 1].rate) << m.mode;
+      }
+      EXPECT_TRUE(positive(p.ttft_p50_ms)) << m.mode;
+      EXPECT_LE(p.ttft_p50_ms, p.ttft_p99_ms) << m.mode;
+      EXPECT_GT(p.utilization, 0) << m.mode;
+      EXPECT_LE(p.utilization, 1.0 + 1e-9) << m.mode;
+      EXPECT_NEAR(p.offered_load, p.rate * p.service_mean_ms / 1e3, 1e-9 * p.offered_load);
+      EXPECT_EQ(p.within_sla, p.ttft_p99_ms <= r.sla_ms && p.offered_load < 1) << m.mode;
+      if (p.within_sla) best_ok = std::max(best_ok, p.rate);
+    }
+    EXPECT_DOUBLE_EQ(m.sustainable_qps, best_ok) << m.mode;
+  }
+  EXPECT_EQ(points, measured);
+
+  // An SLA nothing meets: one load point per mode (the grid stops at the first miss, and
+  // there is nothing to bisect), sustainable 0. One everything meets: the overload still
+  // counts as a miss.
+  bench::QpsOptions strict = o;
+  strict.sla_ms = 1e-6;
+  for (const bench::QpsModeResult& m : bench::run_qps(strict).modes) {
+    ASSERT_EQ(m.points.size(), 1u) << m.mode;
+    EXPECT_FALSE(m.points[0].within_sla);
+    EXPECT_EQ(m.sustainable_qps, 0.0);
+  }
+  bench::QpsOptions loose = o;
+  loose.sla_ms = 1e9;
+  const bench::QpsResult lr = bench::run_qps(loose);
+  EXPECT_EQ(lr.sla_ms, 1e9);
+  for (const bench::QpsModeResult& m : lr.modes) {
+    // 10^4 x capacity overloads the server whatever the SLA: the grid stops there.
+    ASSERT_GE(m.points.size(), 2u) << m.mode;
+    EXPECT_FALSE(m.points.back().within_sla) << m.mode;
+    EXPECT_GE(m.points.back().offered_load, 1.0) << m.mode;
+    EXPECT_LT(m.sustainable_qps, m.points.back().rate) << m.mode;
+  }
+}
+
+TEST(BenchModule, QpsRefusesBadOptions) {
+  bench::QpsOptions o = tiny_qps();
+  o.max_segments = 9;  // more than the corpus
+  EXPECT_THROW(bench::run_qps(o), hypic::Error);
+  o = tiny_qps();
+  o.cold_share = 1.5;
+  EXPECT_THROW(bench::run_qps(o), hypic::Error);
+  o = tiny_qps();
+  o.modes = {"fast"};
+  EXPECT_THROW(bench::run_qps(o), hypic::Error);
 }
 
 TEST(BenchModule, ScalingOneRankMeasuresAndSimulates) {

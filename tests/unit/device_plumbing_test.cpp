@@ -193,11 +193,7 @@ TEST(DevicePlumbing, EntriesComputedAndSplicedOnADeviceEqualTheHosts) {
       for (const auto& s : segs) {
         const hypic::pic::SegmentEntry e = hypic::pic::compute_entry(*models[i], s, 8);
         for (const auto& l : e.linear) EXPECT_EQ(l.conv.device(), Device::Host);
-        const int64_t start = caches[i].n_tokens;
-        models[i]->prefill(std::vector<int32_t>(s.begin(), s.begin() + 8), caches[i],
-                           model::LogitsMode::None);
-        hypic::pic::splice_entry(models[i]->backend(), models[i]->config(), e, start, addition,
-                                 caches[i]);
+        hypic::pic::compose_segments(*models[i], {{&s, &e}}, addition, caches[i]);
       }
     }
     for (size_t l = 0; l < caches[0].layers.size(); ++l) {

@@ -169,13 +169,14 @@ inline void rotate(float* x, int rot, double theta, bool interleaved, double pos
 }
 
 // ---- attention: causal softmax with grouped K/V heads ----
+// Query t at positions[t] when given (it sees keys 0 … positions[t]), else at n_kv − T + t.
 inline Vec attention(const Vec& q, const Vec& k, const Vec& v, int T, int n_kv, int H, int Hkv,
-                     int hd, double scale) {
+                     int hd, double scale, const std::vector<int>* positions = nullptr) {
   Vec out(size_t(T) * H * hd, 0.0f);
   const int group = H / Hkv;
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
-      const int visible = n_kv - T + t + 1, hk = h / group;
+      const int visible = (positions ? (*positions)[size_t(t)] : n_kv - T + t) + 1, hk = h / group;
       std::vector<double> s(visible);
       double mx = -1e300;
       for (int j = 0; j < visible; ++j) {

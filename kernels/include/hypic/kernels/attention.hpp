@@ -12,12 +12,16 @@ struct AttentionDims {
   int Hkv = 0;   // key/value heads; query head h reads kv head h / (H / Hkv)
   int hd = 0;    // head dim
   float scale = 1.0f;
+  // Null: query t sits at n_kv − T + t (a contiguous block). Else (the backend's memory,
+  // like the other arguments) query t sits at positions[t] (strictly ascending, each < n_kv) and sees keys 0 … positions[t]:
+  // several blocks separated by cached keys at once (pic's junction windows).
+  const int* positions = nullptr;
 };
 
 // Floats of scratch attention_causal needs for these dims.
 size_t attention_workspace_floats(const AttentionDims& d);
 
-// q   : [T, H, hd]; query t sits at absolute position n_kv − T + t
+// q   : [T, H, hd]; query t sits at absolute position n_kv − T + t (or positions[t])
 // k, v: [n_kv, Hkv, hd] at positions 0 … n_kv − 1
 // out : [T, H, hd],  out = softmax(scale · q kᵀ + causal mask) · v
 // work: attention_workspace_floats(d) floats

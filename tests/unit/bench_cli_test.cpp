@@ -1,0 +1,93 @@
+// `hypic bench ttft` over several segment counts and `hypic bench qps`, run as a user would on
+// the tiny preset: they exit 0 and write JSON with every figure, sane and consistent. Nothing
+// here asserts on speed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_test_util.hpp"
+#include "temp_path.hpp"
+
+namespace {
+using nlohmann::json;
+
+bool positive(const json& x) {
+  return x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() > 0;
+}
+
+TEST(BenchCli, TtftSweepWritesOnePointPerSegmentCount) {
+  const test_util::TempDir dir("hypic-bench-cli");
+  const std::string out = dir.file("ttft.json");
+  const cli_test::CliRun r =
+      cli_test::run_hypic(dir.file(""),
+                          "bench ttft --preset tiny --segments 2,5 --segment-tokens 24 --queries 1 "
+                          "--question-tokens 4 --modes full,prefix,pic --json " +
+                              out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("prefix/pic"), std::string::npos) << r.out;  // the sweep's table
+  const json j = json::parse(cli_test::slurp(out));
+  EXPECT_EQ(j["bench"], "ttft");
+  EXPECT_EQ(j["corpus"], 48);
+  ASSERT_EQ(j["points"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const json& p = j["points"][i];
+    const int k = i == 0 ? 2 : 5;
+    EXPECT_EQ(p["segments"], k);
+    EXPECT_EQ(p["prompt_tokens"], k * 24 + 4);
+    for (const char* mode : {"full", "prefix", "pic", "pic (store reads only)"})
+      EXPECT_TRUE(positive(p["modes"][mode]["ttft_ms"]["p50"])) << mode << " at " << k;
+    EXPECT_TRUE(positive(p["ratio_prefix_over_pic_p50"]));
+    EXPECT_TRUE(positive(p["ratio_full_over_pic_p50"]));
+  }
+  EXPECT_EQ(j["segments"], 2);  // the first count also at the top level, as for one count
+  EXPECT_EQ(j["modes"], j["points"][0]["modes"]);
+
+  const cli_test::CliRun bad = cli_test::run_hypic(dir.file(""), "bench ttft --segments 4,x");
+  cli_test::expect_one_line_error(bad, "--segments");
+}
+
+TEST(BenchCli, QpsWritesEveryModesLoadPointsWithTheTraceAndSeed) {
+  const test_util::TempDir dir("hypic-bench-cli");
+  const std::string out = dir.file("qps.json");
+  const cli_test::CliRun r = cli_test::run_hypic(
+      dir.file(""),
+      "bench qps --preset tiny --corpus 8 --segment-tokens 16 --segments-min 2 --segments-max 4 "
+      "--queries 4 --question-tokens 4 --cold-share 0.3 --loads 0.05,10000 --refine 1 --seed 3 "
+      "--json " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const json j = json::parse(cli_test::slurp(out));
+  EXPECT_EQ(j["bench"], "qps");
+  EXPECT_EQ(j["seed"], 3);
+  EXPECT_TRUE(positive(j["sla_ms"]));
+  EXPECT_EQ(j["sla_ms_given"], false);
+  ASSERT_EQ(j["trace"].size(), 4u);
+  for (const json& q : j["trace"]) {
+    EXPECT_GE(q["documents"].size(), 2u);
+    EXPECT_LE(q["documents"].size(), 4u);
+    EXPECT_TRUE(positive(q["gap"]));
+  }
+  ASSERT_EQ(j["modes"].size(), 3u);
+  for (const json& m : j["modes"]) {
+    EXPECT_TRUE(positive(m["capacity_qps"])) << m["mode"];
+    ASSERT_GE(m["points"].size(), 1u) << m["mode"];
+    double best = 0;
+    for (const json& p : m["points"]) {
+      EXPECT_TRUE(positive(p["rate_qps"]));
+      EXPECT_LE(p["ttft_p50_ms"].get<double>(), p["ttft_p99_ms"].get<double>());
+      EXPECT_EQ(p["within_sla"], p["ttft_p99_ms"].get<double>() <= j["sla_ms"].get<double>() &&
+                                     p["offered_load"].get<double>() < 1);
+      if (p["within_sla"]) best = std::max(best, p["rate_qps"].get<double>());
+    }
+    EXPECT_DOUBLE_EQ(m["sustainable_qps"].get<double>(), best) << m["mode"];
+  }
+
+  const cli_test::CliRun bad =
+      cli_test::run_hypic(dir.file(""), "bench qps --preset tiny --cold-share 2");
+  cli_test::expect_one_line_error(bad, "--cold-share");
+}
+
+}  // namespace
