@@ -89,6 +89,15 @@ class Reader {
                   " (sender and receiver built from different hypic versions?)");
     }
   }
+  // The same for `count` items of `item_size` bytes, without a product that could wrap (a
+  // damaged count must not pass as a small one and then be allocated).
+  void need_items(uint64_t count, size_t item_size) const {
+    if (count > (size_ - at_) / item_size) {
+      throw Error(std::string(what_) + " is truncated: needs " + std::to_string(count) +
+                  " values of " + std::to_string(item_size) + " bytes, has " +
+                  std::to_string(size_ - at_) + " bytes left");
+    }
+  }
   void expect_end() const {
     HYPIC_REQUIRE(at_ == size_, std::string(what_) + " has " + std::to_string(size_ - at_) +
                                     " unexpected trailing bytes");
@@ -185,10 +194,22 @@ EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
       HYPIC_REQUIRE(d >= 0, "entry message: array '" + name + "' has a negative dimension");
     }
     const uint64_t count = r.get<uint64_t>();
-    HYPIC_REQUIRE(count == Tensor::count(shape),
-                  "entry message: array '" + name + "' holds " + std::to_string(count) +
-                      " values for shape of " + std::to_string(Tensor::count(shape)));
-    r.need(count * sizeof(float));
+    r.need_items(count, sizeof(float));
+    // The shape's product, checked: one that wraps could equal a small count.
+    uint64_t expected = 1;
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+      expected = 0;
+    } else {
+      for (int64_t d : shape) {
+        HYPIC_REQUIRE(expected <= count / static_cast<uint64_t>(d),
+                      "entry message: array '" + name + "' has a shape of more than the " +
+                          std::to_string(count) + " values it holds");
+        expected *= static_cast<uint64_t>(d);
+      }
+    }
+    HYPIC_REQUIRE(count == expected, "entry message: array '" + name + "' holds " +
+                                         std::to_string(count) + " values for shape of " +
+                                         std::to_string(expected));
     Tensor t(std::move(shape));
     r.read(t.data(), t.bytes());
     stats::count_entry_copy(t.bytes());
@@ -230,7 +251,7 @@ Command deserialize_command(const uint8_t* data, size_t size) {
   task.segment = r.get<int64_t>();
   task.key = r.get_string();
   const uint64_t n = r.get<uint64_t>();
-  r.need(n * sizeof(int32_t));
+  r.need_items(n, sizeof(int32_t));
   task.tokens.resize(n);
   r.read(task.tokens.data(), n * sizeof(int32_t));
   task.junction = r.get<int32_t>();

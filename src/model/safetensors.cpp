@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -164,6 +165,18 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                                     " bytes, too short for a safetensors header (truncated?)");
   file_ = std::fopen(path_.c_str(), "rb");
   HYPIC_REQUIRE(file_ != nullptr, path_ + ": cannot open for reading");
+  // A constructor that throws runs no destructor: close the file here when a check below
+  // refuses it, or every refused file would keep a descriptor open.
+  struct CloseIfThrowing {
+    std::FILE*& file;
+    const int exceptions = std::uncaught_exceptions();
+    ~CloseIfThrowing() {
+      if (std::uncaught_exceptions() > exceptions) {
+        std::fclose(file);
+        file = nullptr;
+      }
+    }
+  } close_if_throwing{file_};
 
   unsigned char len_bytes[8];
   HYPIC_REQUIRE(std::fread(len_bytes, 1, 8, file_) == 8, path_ + ": cannot read the header length");
