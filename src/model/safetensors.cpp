@@ -246,6 +246,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     info.end = off[1].get<uint64_t>();
     HYPIC_REQUIRE(info.begin <= info.end,
                   json_text_error(path_, where + ": data_offsets end before they begin"));
+    // Checked too: a byte count that wraps could match a short span, and the read would
+    // then allocate the shape's full size.
+    HYPIC_REQUIRE(numel <= std::numeric_limits<uint64_t>::max() / dtype_size(info.dtype),
+                  json_text_error(path_, where + ": shape overflows"));
     const uint64_t expected = numel * dtype_size(info.dtype);
     HYPIC_REQUIRE(info.end - info.begin == expected,
                   path_ + ": " + where + " of shape " + info.shape_str() + " and dtype " + dt +
