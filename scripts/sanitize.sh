@@ -34,8 +34,11 @@ mkdir -p "$LOG_DIR"
 # exitcode=0: a leak alone does not change a process's exit code (the CLI tests check exit
 # codes; leaks are judged below from the logs). abort_on_error=1: a memory error or UB report
 # ends the process with SIGABRT, whatever exitcode says, so the test that ran it fails.
+# fast_unwind_on_malloc=0: Open MPI and its plugins have no frame pointers, so only the slow
+# unwinder finds the library frames the suppressions match (about 20% slower here).
 export ASAN_OPTIONS="log_path=$LOG_DIR/asan:exitcode=0:abort_on_error=1:detect_leaks=1:\
-strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
+check_initialization_order=1"
 export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$LOG_DIR/ubsan:halt_on_error=1:print_stacktrace=1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
