@@ -39,6 +39,8 @@ mkdir -p "$LOG_DIR"
 export ASAN_OPTIONS="log_path=$LOG_DIR/asan:exitcode=0:abort_on_error=1:detect_leaks=1:\
 fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
 check_initialization_order=1"
+# The CUDA driver maps device memory where ASan keeps its shadow gap.
+if command -v nvidia-smi > /dev/null 2>&1; then ASAN_OPTIONS+=":protect_shadow_gap=0"; fi
 export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$LOG_DIR/ubsan:halt_on_error=1:print_stacktrace=1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

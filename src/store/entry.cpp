@@ -5,6 +5,7 @@
 
 #include "hypic/error.hpp"
 #include "store/checksum.hpp"
+#include "store/entry_record.hpp"
 
 namespace hypic::store {
 namespace {

@@ -20,6 +20,7 @@
 
 #include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
+#include "store/entry_record.hpp"
 #include "store/hdf5.hpp"
 
 namespace hypic::store {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_util.hpp"
-#include "store/entry.hpp"
+#include "store/entry_record.hpp"
 
 using namespace hypic::store;
 

@@ -14,6 +14,7 @@
 #include "hypic/error.hpp"
 #include "model/safetensors.hpp"
 #include "store/entry.hpp"
+#include "store/entry_record.hpp"
 
 #include "error_of.hpp"
 #include "temp_path.hpp"
