@@ -115,7 +115,7 @@ def pic_input_seeds():
     with open(data("inputs/corpus/synthqa.jsonl")) as f:
         corpus = [json.loads(line) for line in f if line.strip()][:3]
     for d in corpus:
-        d["text"] = d["text"][:40]
+        d["text"] = d["text"][:12]
     corpus.append({"id": "t0", "tokens": [11, 12, 13]})
     queries = [
         {"id": "q0", "prefix": "Read:", "segments": [corpus[0]["id"], corpus[1]["id"]],
