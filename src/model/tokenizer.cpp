@@ -331,16 +331,25 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
                     origin + ": decoder '" + dec + "' is not supported (hypic decodes ByteLevel)");
     }
 
+    // Ids index tables of max_id + 1 entries: a negative one would write before them, a huge
+    // one allocate gigabytes. Real vocabularies stay far below 2^24.
+    constexpr int32_t kIdLimit = int32_t{1} << 24;
+    auto checked_id = [&](const std::string& token, int32_t id) {
+      HYPIC_REQUIRE(id >= 0 && id < kIdLimit, origin + ": token '" + token + "' has id " +
+                                                  std::to_string(id) + ", outside [0, " +
+                                                  std::to_string(kIdLimit) + ")");
+      return id;
+    };
     int32_t max_id = -1;
     for (const auto& [token, id] : model.at("vocab").items()) {
-      t.vocab.emplace(token, id.get<int32_t>());
+      t.vocab.emplace(token, checked_id(token, id.get<int32_t>()));
       max_id = std::max(max_id, id.get<int32_t>());
     }
     std::vector<AddedToken> added;
     for (const auto& a : j.value("added_tokens", json::array())) {
       AddedToken at;
       at.content = a.at("content").get<std::string>();
-      at.id = a.at("id").get<int32_t>();
+      at.id = checked_id(at.content, a.at("id").get<int32_t>());
       at.special = get_bool(a, "special", false);
       at.normalized = get_bool(a, "normalized", !at.special);
       at.lstrip = get_bool(a, "lstrip", false);

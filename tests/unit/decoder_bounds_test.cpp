@@ -13,6 +13,7 @@
 #include "cluster/messages.hpp"
 #include "hypic/error.hpp"
 #include "model/safetensors.hpp"
+#include "model/tokenizer.hpp"
 #include "store/entry.hpp"
 #include "store/entry_record.hpp"
 
@@ -140,6 +141,26 @@ TEST(DecoderBounds, StoreEntryNamingAnArrayTwiceIsDamage) {
       1, {record(0, {1}, 0), record(0, {1}, 1)}, {"x"}, hypic::DType::F32,
       reinterpret_cast<const unsigned char*>(payload.data()), 0, 2, e);
   EXPECT_NE(problem.find("twice"), std::string::npos) << problem;
+}
+
+std::string tokenizer_json(const std::string& vocab) {
+  return R"({"model": {"type": "BPE", "vocab": )" + vocab +
+         R"(, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}})";
+}
+
+TEST(DecoderBounds, TokenizerIdOutsideTheTablesIsRefused) {
+  // Valid as it is, so that the refusals below are about the ids alone.
+  EXPECT_EQ(
+      error_of([] { hypic::model::Tokenizer::from_json(tokenizer_json(R"({"a": 0})"), "t"); }), "");
+  // A negative id wrote before the id tables (found by fuzz_tokenizer under UBSan), a huge
+  // one asked for gigabytes.
+  for (const char* id : {"-9", "2000000000"}) {
+    const std::string message = error_of([&] {
+      hypic::model::Tokenizer::from_json(
+          tokenizer_json(std::string(R"({"a": 0, "b": )") + id + "}"), "t");
+    });
+    EXPECT_NE(message.find(std::string("has id ") + id), std::string::npos) << message;
+  }
 }
 
 Bytes entry_message_head(uint32_t n_arrays) {
