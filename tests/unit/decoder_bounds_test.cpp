@@ -152,9 +152,9 @@ TEST(DecoderBounds, TokenizerIdOutsideTheTablesIsRefused) {
   // Valid as it is, so that the refusals below are about the ids alone.
   EXPECT_EQ(
       error_of([] { hypic::model::Tokenizer::from_json(tokenizer_json(R"({"a": 0})"), "t"); }), "");
-  // A negative id wrote before the id tables (found by fuzz_tokenizer under UBSan), a huge
-  // one asked for gigabytes.
-  for (const char* id : {"-9", "2000000000"}) {
+  // A negative id wrote before the id tables, a fractional one overflowed its conversion to
+  // int (both found by fuzz_tokenizer under UBSan), a huge one asked for gigabytes.
+  for (const char* id : {"-9", "1.5", "2000000000"}) {
     const std::string message = error_of([&] {
       hypic::model::Tokenizer::from_json(
           tokenizer_json(std::string(R"({"a": 0, "b": )") + id + "}"), "t");
