@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -164,6 +165,18 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                                     " bytes, too short for a safetensors header (truncated?)");
   file_ = std::fopen(path_.c_str(), "rb");
   HYPIC_REQUIRE(file_ != nullptr, path_ + ": cannot open for reading");
+  // A constructor that throws runs no destructor: close the file here when a check below
+  // refuses it, or every refused file would keep a descriptor open.
+  struct CloseIfThrowing {
+    std::FILE*& file;
+    const int exceptions = std::uncaught_exceptions();
+    ~CloseIfThrowing() {
+      if (std::uncaught_exceptions() > exceptions) {
+        std::fclose(file);
+        file = nullptr;
+      }
+    }
+  } close_if_throwing{file_};
 
   unsigned char len_bytes[8];
   HYPIC_REQUIRE(std::fread(len_bytes, 1, 8, file_) == 8, path_ + ": cannot read the header length");
@@ -233,6 +246,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     info.end = off[1].get<uint64_t>();
     HYPIC_REQUIRE(info.begin <= info.end,
                   json_text_error(path_, where + ": data_offsets end before they begin"));
+    // Checked too: a byte count that wraps could match a short span, and the read would
+    // then allocate the shape's full size.
+    HYPIC_REQUIRE(numel <= std::numeric_limits<uint64_t>::max() / dtype_size(info.dtype),
+                  json_text_error(path_, where + ": shape overflows"));
     const uint64_t expected = numel * dtype_size(info.dtype);
     HYPIC_REQUIRE(info.end - info.begin == expected,
                   path_ + ": " + where + " of shape " + info.shape_str() + " and dtype " + dt +

@@ -332,16 +332,28 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
                     origin + ": decoder '" + dec + "' is not supported (hypic decodes ByteLevel)");
     }
 
+    // Ids index tables of max_id + 1 entries: a negative one would write before them, a huge
+    // one allocate gigabytes, a fractional one overflow the conversion. Real vocabularies
+    // stay far below 2^24.
+    constexpr int64_t kIdLimit = int64_t{1} << 24;
+    auto checked_id = [&](const std::string& token, const json& id) {
+      HYPIC_REQUIRE(
+          id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < kIdLimit,
+          origin + ": token '" + token + "' has id " + id.dump() + ", not an integer in [0, " +
+              std::to_string(kIdLimit) + ")");
+      return static_cast<int32_t>(id.get<int64_t>());
+    };
     int32_t max_id = -1;
     for (const auto& [token, id] : model.at("vocab").items()) {
-      t.vocab.emplace(token, id.get<int32_t>());
-      max_id = std::max(max_id, id.get<int32_t>());
+      const int32_t checked = checked_id(token, id);
+      t.vocab.emplace(token, checked);
+      max_id = std::max(max_id, checked);
     }
     std::vector<AddedToken> added;
     for (const auto& a : j.value("added_tokens", json::array())) {
       AddedToken at;
       at.content = a.at("content").get<std::string>();
-      at.id = a.at("id").get<int32_t>();
+      at.id = checked_id(at.content, a.at("id"));
       at.special = get_bool(a, "special", false);
       at.normalized = get_bool(a, "normalized", !at.special);
       at.lstrip = get_bool(a, "lstrip", false);

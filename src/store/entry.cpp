@@ -1,9 +1,11 @@
 #include "store/entry.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hypic/error.hpp"
 #include "store/checksum.hpp"
+#include "store/entry_record.hpp"
 
 namespace hypic::store {
 namespace {
@@ -127,6 +129,7 @@ void check_store_dtype(DType dtype) {
 
 void encode(DType dtype, const float* src, size_t n, void* dst) {
   check_store_dtype(dtype);
+  if (n == 0) return;  // src and dst may then be null, which memcpy must never see
   if (dtype == DType::F32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
@@ -141,6 +144,7 @@ void encode(DType dtype, const float* src, size_t n, void* dst) {
 
 void decode(DType dtype, const void* src, size_t n, float* dst) {
   check_store_dtype(dtype);
+  if (n == 0) return;  // an empty array: src and dst may be null
   if (dtype == DType::F32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
@@ -159,6 +163,44 @@ void round_in_place(DType dtype, float* x, size_t n) {
   } else if (dtype == DType::F16) {
     for (size_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
   }
+}
+
+std::string decode_entry(int64_t n_tokens, const std::vector<ArrayRecord>& dir,
+                         const std::vector<std::string>& names, DType dtype,
+                         const unsigned char* payload, uint64_t payload_offset,
+                         uint64_t payload_count, Entry& out) {
+  check_store_dtype(dtype);
+  out = Entry{};
+  out.n_tokens = n_tokens;
+  for (const ArrayRecord& a : dir) {
+    if (a.name_id >= names.size() || a.rank > kMaxStoredRank)
+      return "its array directory is inconsistent";
+    const std::string& name = names[a.name_id];
+    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+    // Checked: a product that wraps could pass the bounds test below with a small count
+    // while the tensor's shape claims far more elements than were read.
+    uint64_t count = 1;
+    for (int64_t d : shape)
+      if (d < 0) return "its array directory holds a negative dimension";
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+      count = 0;  // an empty array (e.g. no cached positions yet), whatever its other sizes
+    } else {
+      for (int64_t d : shape) {
+        const auto u = static_cast<uint64_t>(d);
+        if (count > payload_count / u)
+          return "array '" + name + "' lies outside the entry's payload";
+        count *= u;
+      }
+    }
+    if (a.offset < payload_offset || a.offset - payload_offset > payload_count ||
+        count > payload_count - (a.offset - payload_offset))
+      return "array '" + name + "' lies outside the entry's payload";
+    if (out.arrays.count(name) != 0) return "its array directory names '" + name + "' twice";
+    Tensor t(shape);
+    decode(dtype, payload + (a.offset - payload_offset) * dtype_size(dtype), count, t.data());
+    out.arrays.emplace(name, std::move(t));
+  }
+  return "";
 }
 
 std::string entry_key(const std::string& model_fingerprint, const std::vector<int32_t>& tokens,

@@ -22,6 +22,7 @@
 
 #include "common/copy_stats.hpp"
 #include "store/checksum.hpp"
+#include "store/entry_record.hpp"
 #include "store/hdf5.hpp"
 
 namespace hypic::store {
@@ -50,13 +51,9 @@ struct EntryRow {
   uint32_t checksum;  // CRC32C, see entry_checksum()
 };
 
-// One row of /arrays.
-struct ArrayRow {
-  uint32_t name_id;  // row in /array_names
-  uint32_t rank;
-  int64_t shape[kMaxRank];  // unused dimensions are 0
-  uint64_t offset;          // first element in /payload
-};
+// One row of /arrays (store/entry.hpp, where decode_entry reads it).
+using ArrayRow = ArrayRecord;
+static_assert(kMaxRank == kMaxStoredRank);
 
 // One slot of /commit: what a writer has made durable. Two slots, written alternately, so
 // a torn write of one (power loss) leaves the other.
@@ -538,8 +535,11 @@ struct SegmentStore::Impl {
       report.problem = why;
       return report;
     };
-    if (row.array_first + row.array_count > committed.arrays ||
-        row.payload_offset + row.payload_count > committed.payload_end)
+    // Written so that no sum can wrap: the row's fields may be anything.
+    if (row.array_count > committed.arrays ||
+        row.array_first > committed.arrays - row.array_count ||
+        row.payload_count > committed.payload_end ||
+        row.payload_offset > committed.payload_end - row.payload_count)
       return damaged("its index row points outside the committed data");
     std::vector<ArrayRow> dir(row.array_count);
     std::vector<unsigned char> bytes(row.payload_count * element_bytes);
@@ -559,24 +559,9 @@ struct SegmentStore::Impl {
       return damaged(text);
     }
     Entry entry;
-    entry.n_tokens = row.n_tokens;
-    for (const ArrayRow& a : dir) {
-      if (a.name_id >= names.size() || a.rank > kMaxRank)
-        return damaged("its array directory is inconsistent");
-      std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-      uint64_t count = 1;
-      for (int64_t d : shape) {
-        if (d < 0) return damaged("its array directory holds a negative dimension");
-        count *= static_cast<uint64_t>(d);
-      }
-      if (a.offset < row.payload_offset ||
-          a.offset + count > row.payload_offset + row.payload_count)
-        return damaged("array '" + names[a.name_id] + "' lies outside the entry's payload");
-      Tensor t(shape);
-      decode(options.dtype, bytes.data() + (a.offset - row.payload_offset) * element_bytes, count,
-             t.data());
-      entry.arrays.emplace(names[a.name_id], std::move(t));
-    }
+    const std::string problem = decode_entry(row.n_tokens, dir, names, options.dtype, bytes.data(),
+                                             row.payload_offset, row.payload_count, entry);
+    if (!problem.empty()) return damaged(problem);
     result.status = EntryStatus::kValid;
     result.entry = std::move(entry);
     return result;

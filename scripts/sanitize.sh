@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The ctest suite under AddressSanitizer + UndefinedBehaviorSanitizer (the Slurm job tests are
+# not run here), then short libFuzzer runs when clang can build them (scripts/fuzz.sh).
+# Docs: docs/testing.md.
+#
+#   bash scripts/sanitize.sh            build into build-asan/, run the suite, check the logs
+#   HYPIC_ASAN_BUILD_DIR=DIR            another build directory
+#   HYPIC_SANITIZE_SUBSET=1             build and run only the MPI tests (hypic_mpi_tests at
+#                                       1-3 ranks: messages, distribution, store, engine), for a
+#                                       machine where the whole build is too slow; it says so
+#   HYPIC_SKIP_FUZZ=1                   leave out the seconds-long fuzz runs
+#
+# What fails the job: a failing test; any AddressSanitizer error or UBSan report (UBSan halts on
+# the first one); a leak report that names hypic's own code (src/, kernels/, tests/). Leaks
+# inside Open MPI, PMIx, hwloc, HDF5 and the other libraries below are suppressed
+# (scripts/lsan.supp says which and why); the remaining reports go to log files under
+# $BUILD_DIR/sanitize-logs, never to stderr, so the CLI tests that expect exactly one stderr
+# line still see only hypic's own output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD_DIR=${HYPIC_ASAN_BUILD_DIR:-build-asan}
+start=$(date +%s)
+
+# -O1 keeps ASan's stack traces exact enough while the suite runs at a usable speed; Debug so
+# assert() stays on.
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DHYPIC_SANITIZE=address,undefined \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" ${HYPIC_CMAKE_ARGS:-}
+# The build runs hypic_unit_tests once to list its tests (gtest_discover_tests); Open MPI's
+# leaks at that exit must not fail the build, so leaks are not checked there.
+export ASAN_OPTIONS=detect_leaks=0
+select=()
+if [ "${HYPIC_SANITIZE_SUBSET:-0}" = 1 ]; then
+  echo "sanitize.sh: HYPIC_SANITIZE_SUBSET=1: only the MPI tests (mpi_tests_np1..3)," \
+    "not the unit and CLI tests"
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target hypic_mpi_tests
+  select=(-R '^mpi_tests_np')
+else
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+fi
+built=$(date +%s)
+
+LOG_DIR="$(cd "$BUILD_DIR" && pwd)/sanitize-logs"
+rm -rf "$LOG_DIR"
+mkdir -p "$LOG_DIR"
+# exitcode=0: a leak alone does not change a process's exit code (the CLI tests check exit
+# codes; leaks are judged below from the logs). abort_on_error=1: a memory error or UB report
+# ends the process with SIGABRT, whatever exitcode says, so the test that ran it fails.
+# fast_unwind_on_malloc=0: Open MPI and its plugins have no frame pointers, so only the slow
+# unwinder finds the library frames the suppressions match (about 20% slower here).
+export ASAN_OPTIONS="log_path=$LOG_DIR/asan:exitcode=0:abort_on_error=1:detect_leaks=1:\
+fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
+check_initialization_order=1"
+# The CUDA driver maps device memory where ASan keeps its shadow gap.
+if command -v nvidia-smi > /dev/null 2>&1; then ASAN_OPTIONS+=":protect_shadow_gap=0"; fi
+export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="log_path=$LOG_DIR/ubsan:halt_on_error=1:print_stacktrace=1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# Tests that cannot run under ASan, by name, each with its reason (ctest -E).
+declare -A EXCLUDED=(
+)
+exclude=""
+for name in "${!EXCLUDED[@]}"; do
+  echo "sanitize.sh: excluded $name: ${EXCLUDED[$name]}"
+  exclude+="${exclude:+|}^${name}\$"
+done
+status=0
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1800 -j "$(nproc)" \
+  ${exclude:+-E "$exclude"} "${select[@]}" || status=$?
+tested=$(date +%s)
+
+# Sanitizer logs: errors and UB always fail; a leak fails when a frame of its allocation stack
+# lies in hypic's sources (what the suppressions left is listed, the rest only counted).
+shopt -s nullglob
+logs=("$LOG_DIR"/*)
+errors=0
+leak_logs=0
+for log in "${logs[@]}"; do
+  if grep -qE 'ERROR: AddressSanitizer|runtime error:|ERROR: UndefinedBehaviorSanitizer' "$log"; then
+    echo "sanitize.sh: sanitizer error in $log:"
+    sed -n 1,60p "$log"
+    errors=$((errors + 1))
+  elif grep -q 'ERROR: LeakSanitizer' "$log"; then
+    leak_logs=$((leak_logs + 1))
+    if grep -qF -e "$ROOT/src/" -e "$ROOT/kernels/" -e "$ROOT/tests/" "$log"; then
+      echo "sanitize.sh: leak from hypic's code in $log:"
+      sed -n 1,80p "$log"
+      errors=$((errors + 1))
+    fi
+  fi
+done
+echo "sanitize.sh: ${#logs[@]} sanitizer logs, $leak_logs with leaks not suppressed" \
+  "(libraries' own: see $LOG_DIR); $errors fail the job"
+
+fuzz_status=0
+if [ "${HYPIC_SKIP_FUZZ:-0}" != 1 ]; then
+  HYPIC_FUZZ_SECONDS=${HYPIC_FUZZ_SECONDS:-5} bash scripts/fuzz.sh || fuzz_status=$?
+fi
+done_at=$(date +%s)
+echo "sanitize.sh: build $((built - start)) s, suite $((tested - built)) s," \
+  "fuzz $((done_at - tested)) s, total $((done_at - start)) s"
+if [ "$status" -ne 0 ] || [ "$errors" -ne 0 ] || [ "$fuzz_status" -ne 0 ]; then
+  echo "sanitize.sh: FAILED (ctest $status, sanitizer logs $errors, fuzz $fuzz_status)"
+  exit 1
+fi
+echo "sanitize.sh: passed"
