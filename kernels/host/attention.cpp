@@ -160,8 +160,7 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
             hd * sizeof(float));
     gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
     for (int r = 0; r < rows; ++r)
-      masked_softmax_row(scores + static_cast<size_t>(r) * width, position(q0 + r % nq) + 1,
-                         width);
+      masked_softmax_row(scores + static_cast<size_t>(r) * width, position(q0 + r % nq) + 1, width);
     gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
     for (int j = 0; j < group; ++j)
       for (int t = 0; t < nq; ++t)

@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cluster/watch.hpp"
 #include "common/startup.hpp"
 #include "hypic/error.hpp"
+#include "store/hdf5.hpp"
 
 namespace {
 
@@ -111,6 +113,10 @@ int main(int argc, char** argv) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, rc);  // one rank's error ends the whole job
+    if (hypic::h5::failed_write_seen()) {         // HDF5's teardown would crash (store/hdf5.hpp)
+      std::fflush(nullptr);
+      std::_Exit(rc);
+    }
   }
   MPI_Finalize();
   return rc;

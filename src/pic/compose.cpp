@@ -27,8 +27,7 @@ kernels::TransitionRef transition_on(const kernels::Backend& be, const LinearSum
   auto place = [&](const std::vector<float>& v) -> const float* {
     if (v.empty()) return nullptr;
     if (be.device() == Device::Host) return v.data();
-    held.push_back(
-        Tensor::from_vector({static_cast<int64_t>(v.size())}, v).to(be.device(), &be));
+    held.push_back(Tensor::from_vector({static_cast<int64_t>(v.size())}, v).to(be.device(), &be));
     return static_cast<const float*>(held.back().raw());
   };
   r.t = place(s.t);

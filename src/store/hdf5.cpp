@@ -1,8 +1,22 @@
 #include "store/hdf5.hpp"
 
+#include <atomic>
 #include <mutex>
 
 namespace hypic::h5 {
+
+namespace {
+std::atomic<bool> failed_write{false};
+}  // namespace
+
+void note_failed_write() {
+  failed_write.store(true);
+}
+
+bool failed_write_seen() {
+  return failed_write.load();
+}
+
 namespace {
 
 // The innermost (most specific) description on HDF5's error stack, then clears it.

@@ -23,6 +23,13 @@ inline constexpr hsize_t kUnlimited = H5S_UNLIMITED;
 
 // Turns off HDF5's printing of its error stack; called by every constructor below, so
 // callers rarely need it. Idempotent.
+// After a write HDF5 could not complete (EFBIG, ENOSPC) the library's own teardown at exit (run
+// by MPI_Finalize) can crash on the file it failed to flush. The store notes such a failure
+// here, and main then ends the process without that teardown: what the store committed is
+// already durable (a store survives kill -9 by design).
+void note_failed_write();
+bool failed_write_seen();
+
 void silence_errors();
 
 // Owns one hid_t and the function that closes it. Move-only.

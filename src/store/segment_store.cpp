@@ -693,6 +693,7 @@ struct SegmentStore::Impl {
       durable_flush();
     } catch (const Error& e) {
       failed = e.what();
+      h5::note_failed_write();
       space_problem = diagnose_space(bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row));
       if (!space_problem.empty())
         throw Error(where() + ": writing entry " + key + " failed: " + space_problem + " (" +

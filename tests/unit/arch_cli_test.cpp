@@ -86,7 +86,7 @@ TEST_P(ArchCli, WarmupServeAndEvalInEveryMode) {
             " --dataset hotpotqa --input " HYPIC_TEST_DATA_DIR
             "/datasets/hotpotqa.jsonl --templates " HYPIC_TEST_DATA_DIR
             "/../../inputs/datasets/templates.json --modes full,prefix,pic,pic-addition "
-            "--limit 1 --max-new-tokens 2 --out " +
+            "--limit 1 --max-new-tokens 2 --byte-tokenizer --out " +
             p("eval"));
   ASSERT_EQ(r.code, 0) << r.err;
   const json s = json::parse(slurp(dir_ / "eval" / "summary.json"));

@@ -24,7 +24,7 @@ TEST(BenchKernels, AmdahlFractionIsTheShareThatScaled) {
   EXPECT_DOUBLE_EQ(amdahl_parallel_fraction(1.0, 0.1, 2), 1.0);  // superlinear: clamped
 }
 
-class BenchCli : public ::testing::Test {
+class BenchThreadsCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("hypic_bench_kernels_" + std::to_string(getpid()));
@@ -40,7 +40,7 @@ class BenchCli : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(BenchCli, KernelsRunsOnATinyPresetAndWritesSaneJson) {
+TEST_F(BenchThreadsCli, KernelsRunsOnATinyPresetAndWritesSaneJson) {
   const cli_test::CliRun r =
       hypic("bench kernels --preset tiny --tokens 96 --reps 1 --threads 1,2 --json " + p("k.json"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -81,11 +81,11 @@ TEST_F(BenchCli, KernelsRunsOnATinyPresetAndWritesSaneJson) {
   }
 }
 
-TEST_F(BenchCli, KernelsRefusesThreadCountsOutOfOrder) {
+TEST_F(BenchThreadsCli, KernelsRefusesThreadCountsOutOfOrder) {
   cli_test::expect_one_line_error(hypic("bench kernels --preset tiny --threads 2,1"), "ascending");
 }
 
-TEST_F(BenchCli, ForwardMeasuresEachThreadCount) {
+TEST_F(BenchThreadsCli, ForwardMeasuresEachThreadCount) {
   cli_test::CliRun r = hypic("model init --arch qwen3_5 --preset tiny --seed 1 --out " + p("m"));
   ASSERT_EQ(r.code, 0) << r.err;
   r = hypic("bench forward --model " + p("m") + " --tokens 64 --reps 1 --threads 1,2 --json " +
