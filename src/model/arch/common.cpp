@@ -1,6 +1,7 @@
 // Building blocks shared by the architecture files (see common.hpp).
 #include "model/arch/common.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "hypic/error.hpp"
@@ -227,6 +228,22 @@ void fill_hybrid_preset(const HybridSizes& s, ModelConfig& c) {
   c.linear_key_head_dim = s.lin_k_dim;
   c.linear_value_head_dim = s.lin_v_dim;
   c.linear_conv_kernel_dim = 4;
+}
+
+const nlohmann::json& text_model_fields(const nlohmann::json& root,
+                                        const std::vector<std::string>& accepted,
+                                        std::string& where) {
+  where.clear();
+  if (!root.contains("text_config") || root.at("text_config").is_null()) return root;
+  HYPIC_REQUIRE(root.at("text_config").is_object(),
+                "config.json: field 'text_config' must be an object");
+  where = "text_config";
+  const nlohmann::json& text = root.at("text_config");
+  const std::string inner = Fields(text, where).string("model_type", accepted.front());
+  HYPIC_REQUIRE(std::find(accepted.begin(), accepted.end(), inner) != accepted.end(),
+                "config.json: unsupported text_config.model_type '" + inner +
+                    "' (supported: " + accepted.front() + ")");
+  return text;
 }
 
 }  // namespace hypic::model::arch

@@ -35,6 +35,13 @@ class Fields {
 // Sizes, norms, activation, attention, RoPE and Gated DeltaNet fields, read from the text
 // model's fields `f`; `top` is the top level (fallback for tie_word_embeddings).
 void read_hybrid_fields(const Fields& f, const Fields& top, ModelConfig& c);
+
+// Where a Qwen3.5-family config.json keeps its text model's fields: the file itself (a flat
+// text config) or its `text_config` (the published multimodal layout), whose model_type must be
+// one of `accepted` (the first is the default). `where` receives "text_config" or "".
+const nlohmann::json& text_model_fields(const nlohmann::json& root,
+                                        const std::vector<std::string>& accepted,
+                                        std::string& where);
 // The attention kind of each layer: an explicit layer_types list wins; otherwise every
 // full_attention_interval-th layer is full attention.
 void read_layer_types(const Fields& f, ModelConfig& c);

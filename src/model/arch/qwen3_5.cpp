@@ -27,19 +27,9 @@ class Qwen3_5 final : public ArchSpec {
 
   void read_config(const json& root, ModelConfig& c) const override {
     const Fields top(root, "");
-    const json* text = &root;  // where the text-model fields live
     std::string where;
-    if (root.contains("text_config") && !root.at("text_config").is_null()) {
-      HYPIC_REQUIRE(root.at("text_config").is_object(),
-                    "config.json: field 'text_config' must be an object");
-      text = &root.at("text_config");
-      where = "text_config";
-      const std::string inner = Fields(*text, where).string("model_type", "qwen3_5_text");
-      HYPIC_REQUIRE(inner == "qwen3_5_text" || inner == "qwen3_5",
-                    "config.json: unsupported text_config.model_type '" + inner +
-                        "' (supported: qwen3_5_text)");
-    }
-    const Fields f(*text, where);
+    const json& text = text_model_fields(root, {"qwen3_5_text", "qwen3_5"}, where);
+    const Fields f(text, where);
     read_hybrid_fields(f, top, c);
     read_layer_types(f, c);
     read_dense_mlp_width(f, c);
