@@ -81,8 +81,8 @@ __global__ void moe_route_sigmoid_kernel(const float* logits, const float* bias,
                                          int n_group, int topk_group, bool norm_topk, float scale,
                                          int* experts, float* weights) {
   extern __shared__ float smem[];
-  float* p = smem;                                      // [E]
-  float* choice = smem + E;                             // [E]
+  float* p = smem;                                                        // [E]
+  float* choice = smem + E;                                               // [E]
   unsigned char* taken = reinterpret_cast<unsigned char*>(smem + 2 * E);  // [E]
   const float* lt = logits + int64_t(blockIdx.x) * E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) {

@@ -19,16 +19,18 @@ void check_route_spec(const MoeRouteSpec& s, bool has_bias) {
   if (k <= 0 || k > E || E > 4096)
     throw std::invalid_argument("moe_route: need 0 < k <= E <= 4096");
   if (s.n_group < 1 || s.topk_group < 1 || s.topk_group > s.n_group || E % s.n_group != 0)
-    throw std::invalid_argument("moe_route: need n_group dividing E and 1 <= topk_group <= n_group");
+    throw std::invalid_argument(
+        "moe_route: need n_group dividing E and 1 <= topk_group <= n_group");
   if (s.n_group > 1 && (E / s.n_group < 2 || k > s.topk_group * (E / s.n_group)))
     throw std::invalid_argument(
         "moe_route: grouped routing needs 2+ experts per group and k within the kept groups");
   if (s.scoring == RouteScoring::Softmax && (has_bias || s.n_group > 1))
-    throw std::invalid_argument("moe_route: a selection bias and expert groups need sigmoid scoring");
+    throw std::invalid_argument(
+        "moe_route: a selection bias and expert groups need sigmoid scoring");
 }
 
-void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T,
-               int* experts, float* weights) {
+void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
+               float* weights) {
   check_route_spec(s, bias != nullptr);
   const int E = s.experts, k = s.top_k;
   host::parallel_for(T, int64_t(E) * (k + 8), [=](const int64_t t) {

@@ -95,7 +95,8 @@ ModelWeights allocate(const ModelConfig& c) {
     if (L.is_moe) {
       const ArchSpec::MoeNames names = c.arch_spec().moe_names();
       L.moe.router = Tensor({static_cast<int64_t>(c.num_experts), H});
-      if (!names.router_bias.empty()) L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
+      if (!names.router_bias.empty())
+        L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
       for (int e = 0; e < c.num_experts; ++e) L.moe.experts.push_back(mlp(c.moe_intermediate_size));
       if (c.shared_expert_intermediate_size > 0) {
         L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);

@@ -185,7 +185,6 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
                      Workspace& ws, const AfterSpan* after) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
   const int T = spans[n_spans - 1].end;
   const size_t rows = static_cast<size_t>(T);
   Lap lap(be);

@@ -51,6 +51,7 @@ constexpr Tolerance kTolerances[] = {
     {Op::CausalConv1dSilu, 1e-6, "K-term sums"},
     {Op::CausalConv1dTail, 0.0, "a copy"},
     {Op::RmsNormZeroCentred, 1e-6, "one f32 reduction per row"},
+    {Op::RmsNorm, 1e-6, "one f32 reduction per row"},
     {Op::GatedRmsNorm, 1e-6, "as rms_norm"},
     {Op::L2NormalizeRows, 1e-6, "as rms_norm"},
     {Op::RopeApply, 1e-4, "angles pos · inv_freq formed in f32 as transformers does: ~pos·2^-24"},
@@ -476,12 +477,11 @@ TEST_P(BackendOps, MoeRoutingSigmoidGrouped) {
             spec.scale = 2.5f;
             int* experts = put_ints(std::vector<int>(size_t(T) * k));
             float* weights = put(Vec(size_t(T) * k));
-            be().moe_route(spec, put(logits), with_bias ? put(bias) : nullptr, T, experts,
-                           weights);
+            be().moe_route(spec, put(logits), with_bias ? put(bias) : nullptr, T, experts, weights);
             std::vector<int> want_e;
             Vec want_w;
-            ref::moe_route_sigmoid(logits, bias, T, E, k, groups, kept, spec.norm_topk, 2.5,
-                                   want_e, want_w);
+            ref::moe_route_sigmoid(logits, bias, T, E, k, groups, kept, spec.norm_topk, 2.5, want_e,
+                                   want_w);
             const std::string where = "T=" + std::to_string(T) + " E=" + std::to_string(E) +
                                       " groups " + std::to_string(kept) + "/" +
                                       std::to_string(groups) + (with_bias ? " bias" : "");

@@ -137,7 +137,8 @@ inline Vec rms_norm(const Vec& x, const Vec& w, int rows, int cols, double eps) 
   Vec y(x.size());
   for (int r = 0; r < rows; ++r) {
     const double s = inv_rms(&x[size_t(r) * cols], cols, eps);
-    for (int c = 0; c < cols; ++c) y[size_t(r) * cols + c] = float(x[size_t(r) * cols + c] * s * w[c]);
+    for (int c = 0; c < cols; ++c)
+      y[size_t(r) * cols + c] = float(x[size_t(r) * cols + c] * s * w[c]);
   }
   return y;
 }
@@ -232,9 +233,9 @@ inline void moe_route(const Vec& logits, int T, int E, int k, bool norm, std::ve
 // p = sigmoid(logit), choice = p + bias; keep the topk_group groups of E/n_group experts whose
 // two best choices sum highest; the k best choices among them; weights p, renormalised
 // (Σ + 1e-20) when norm, times scale. Sorting (stable) instead of the kernels' scans.
-inline void moe_route_sigmoid(const Vec& logits, const Vec& bias, int T, int E, int k,
-                              int n_group, int topk_group, bool norm, double scale,
-                              std::vector<int>& ex, Vec& wt) {
+inline void moe_route_sigmoid(const Vec& logits, const Vec& bias, int T, int E, int k, int n_group,
+                              int topk_group, bool norm, double scale, std::vector<int>& ex,
+                              Vec& wt) {
   ex.assign(size_t(T) * k, 0);
   wt.assign(size_t(T) * k, 0.0f);
   const int per = E / n_group;
@@ -252,10 +253,12 @@ inline void moe_route_sigmoid(const Vec& logits, const Vec& bias, int T, int E, 
     }
     std::vector<int> groups(n_group);
     std::iota(groups.begin(), groups.end(), 0);
-    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return gscore[a] > gscore[b]; });
+    std::stable_sort(groups.begin(), groups.end(),
+                     [&](int a, int b) { return gscore[a] > gscore[b]; });
     std::vector<int> allowed;
     for (int e = 0; e < E; ++e)
-      if (std::find(groups.begin(), groups.begin() + topk_group, e / per) != groups.begin() + topk_group)
+      if (std::find(groups.begin(), groups.begin() + topk_group, e / per) !=
+          groups.begin() + topk_group)
         allowed.push_back(e);
     std::stable_sort(allowed.begin(), allowed.end(),
                      [&](int a, int b) { return choice[a] > choice[b]; });

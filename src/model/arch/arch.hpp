@@ -66,10 +66,10 @@ class ArchSpec {
   // differ (defaults: Qwen's). An empty name: the architecture has no such tensor (then the
   // config must agree: no shared expert means shared_expert_intermediate_size == 0).
   struct MoeNames {
-    std::string block = "mlp.";                            // the MoE block
-    std::string router_bias;                               // e.g. "gate.e_score_correction_bias"
-    std::string shared = "shared_expert.";                 // the shared expert's SwiGLU
-    std::string shared_gate = "shared_expert_gate.weight"; // its sigmoid gate
+    std::string block = "mlp.";                             // the MoE block
+    std::string router_bias;                                // e.g. "gate.e_score_correction_bias"
+    std::string shared = "shared_expert.";                  // the shared expert's SwiGLU
+    std::string shared_gate = "shared_expert_gate.weight";  // its sigmoid gate
   };
   virtual MoeNames moe_names() const { return {}; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and

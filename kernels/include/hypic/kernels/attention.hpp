@@ -13,8 +13,9 @@ struct AttentionDims {
   int hd = 0;    // head dim
   float scale = 1.0f;
   // Null: query t sits at n_kv − T + t (a contiguous block). Else (the backend's memory,
-  // like the other arguments) query t sits at positions[t] (strictly ascending, each < n_kv) and sees keys 0 … positions[t]:
-  // several blocks separated by cached keys at once (pic's junction windows).
+  // like the other arguments) query t sits at positions[t] (strictly ascending, each < n_kv) and
+  // sees keys 0 … positions[t]: several blocks separated by cached keys at once (pic's junction
+  // windows).
   const int* positions = nullptr;
 };
 

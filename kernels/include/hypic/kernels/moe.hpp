@@ -18,17 +18,17 @@ struct MoeRouteSpec {
   int top_k = 0;    // k
   RouteScoring scoring = RouteScoring::Softmax;
   bool norm_topk = true;
-  int n_group = 1;      // > 1: grouped selection (sigmoid only); E % n_group == 0
-  int topk_group = 1;   // groups kept, 1 … n_group
-  float scale = 1.0f;   // routed_scaling_factor
+  int n_group = 1;     // > 1: grouped selection (sigmoid only); E % n_group == 0
+  int topk_group = 1;  // groups kept, 1 … n_group
+  float scale = 1.0f;  // routed_scaling_factor
 };
 // Throws std::invalid_argument naming what is inconsistent (k, E, groups, bias with softmax).
 void check_route_spec(const MoeRouteSpec& s, bool has_bias);
 
 // logits: [T, E] router logits; bias: [E] or nullptr; experts, weights: [T, k] chosen experts
 // in descending order of their selection score (ties: lower index first) and their weights.
-void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T,
-               int* experts, float* weights);
+void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
+               float* weights);
 
 // The softmax router (Qwen3-Next): moe_route with MoeRouteSpec{E, k, Softmax, norm_topk}.
 void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
