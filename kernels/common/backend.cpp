@@ -61,6 +61,10 @@ const char* op_name(Op op) {
       return "moe_scatter_add";
     case Op::ComposeStates:
       return "compose_states";
+    case Op::RmsNorm:
+      return "rms_norm";
+    case Op::Axpby:
+      return "axpby";
     case Op::kCount:
       break;
   }

@@ -25,11 +25,13 @@ void gather_rows(const float* table, int cols, const int32_t* ids, int n, float*
 void swiglu(const float* gate_up, float* out, int rows, int width);
 void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld);
 void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols);
+void axpby(const float* x, float* y, int64_t n, float a, float b);
 void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
                float* beta, float* g, int rows, int heads);
 
 // --- norm.cu: one block per row ---
 void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, int cols, float eps);
+void rms_norm(const float* x, const float* w, float* y, int rows, int cols, float eps);
 void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                     float eps);
 void l2_normalize_rows(float* x, int rows, int cols, float eps, float scale);

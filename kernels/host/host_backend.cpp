@@ -91,6 +91,10 @@ class HostBackend final : public Backend {
                              float eps) const override {
     kernels::rms_norm_zero_centred(x, w, y, rows, cols, eps);
   }
+  void rms_norm(const float* x, const float* w, float* y, int rows, int cols,
+                float eps) const override {
+    kernels::rms_norm(x, w, y, rows, cols, eps);
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                       float eps) const override {
     kernels::gated_rms_norm(x, z, w, y, rows, cols, eps);
@@ -127,6 +131,9 @@ class HostBackend final : public Backend {
 
   void swiglu(const float* gate_up, float* out, int rows, int width) const override {
     kernels::swiglu(gate_up, out, rows, width);
+  }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    kernels::axpby(x, y, n, a, b);
   }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {

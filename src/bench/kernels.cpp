@@ -93,6 +93,10 @@ class TimingBackend final : public kernels::Backend {
                              float eps) const override {
     timed(Op::RmsNormZeroCentred, [&] { in_.rms_norm_zero_centred(x, w, y, rows, cols, eps); });
   }
+  void rms_norm(const float* x, const float* w, float* y, int rows, int cols,
+                float eps) const override {
+    timed(Op::RmsNorm, [&] { in_.rms_norm(x, w, y, rows, cols, eps); });
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                       float eps) const override {
     timed(Op::GatedRmsNorm, [&] { in_.gated_rms_norm(x, z, w, y, rows, cols, eps); });
@@ -126,6 +130,9 @@ class TimingBackend final : public kernels::Backend {
   }
   void swiglu(const float* gu, float* out, int rows, int width) const override {
     timed(Op::Swiglu, [&] { in_.swiglu(gu, out, rows, width); });
+  }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    timed(Op::Axpby, [&] { in_.axpby(x, y, n, a, b); });
   }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {

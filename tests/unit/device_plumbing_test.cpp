@@ -86,6 +86,9 @@ class HostMemoryDevice final : public kn::Backend {
                              float eps) const override {
     h().rms_norm_zero_centred(x, w, y, r, c, eps);
   }
+  void rms_norm(const float* x, const float* w, float* y, int r, int c, float eps) const override {
+    h().rms_norm(x, w, y, r, c, eps);
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int r, int c,
                       float eps) const override {
     h().gated_rms_norm(x, z, w, y, r, c, eps);
@@ -118,6 +121,9 @@ class HostMemoryDevice final : public kn::Backend {
     h().sigmoid_gate(x, g, r, c, ld);
   }
   void swiglu(const float* gu, float* o, int r, int w) const override { h().swiglu(gu, o, r, w); }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    h().axpby(x, y, n, a, b);
+  }
   void add_sigmoid_scaled(float* x, const float* y, const float* l, int r, int c) const override {
     h().add_sigmoid_scaled(x, y, l, r, c);
   }

@@ -132,6 +132,16 @@ inline Vec rms_norm_zc(const Vec& x, const Vec& w, int rows, int cols, double ep
   }
   return y;
 }
+inline Vec rms_norm(const Vec& x, const Vec& w, int rows, int cols, double eps) {
+  Vec y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const double s = inv_rms(x.data() + size_t(r) * cols, cols, eps);
+    for (int c = 0; c < cols; ++c)
+      y[size_t(r) * cols + c] = float(w[size_t(c)] * (x[size_t(r) * cols + c] * s));
+  }
+  return y;
+}
+
 inline Vec gated_rms_norm(const Vec& x, const Vec& z, const Vec& w, int rows, int cols,
                           double eps) {
   Vec y(x.size());
