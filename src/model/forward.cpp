@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include "model/layers_lightning.hpp"
+
 namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;
@@ -47,6 +49,26 @@ void require_logits_fit(int64_t rows, int64_t vocab) {
   HYPIC_REQUIRE(bytes <= memory, "the logits of " + std::to_string(rows) + " tokens x " +
                                      std::to_string(vocab) + " vocabulary entries need " + buf +
                                      " of memory; give fewer tokens");
+}
+
+// The model's RMSNorm: zero-centred weight (Qwen) or plain weight (MiniMax).
+void norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x, const Tensor& w,
+          float* y, int rows) {
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  if (cfg.zero_centred_norm)
+    be.rms_norm_zero_centred(x, f32(w), y, rows, cfg.hidden_size, eps);
+  else
+    be.rms_norm(x, f32(w), y, rows, cfg.hidden_size, eps);
+}
+
+// MiniMax's residual from the normed stream, h ← alpha · xn + beta · layer(xn): before the
+// layer (which adds its output into h) h ← (alpha / beta) · xn, after it h ← beta · h.
+void residual_before(const kernels::Backend& be, const float* xn, float* h, size_t n, double alpha,
+                     double beta) {
+  be.axpby(xn, h, static_cast<int64_t>(n), static_cast<float>(alpha / beta), 0.0f);
+}
+void residual_after(const kernels::Backend& be, float* h, size_t n, double beta) {
+  if (beta != 1.0) be.axpby(h, h, static_cast<int64_t>(n), static_cast<float>(beta), 0.0f);
 }
 
 }  // namespace
@@ -91,7 +113,6 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   const int n_spans = static_cast<int>(spans.size());
   const int hidden = cfg_.hidden_size;
   const int vocab = cfg_.vocab_size;
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const kernels::Backend& be = *backend_;
   const size_t n = static_cast<size_t>(T) * hidden;
   const bool on_host = be.device() == Device::Host;
@@ -122,7 +143,12 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, f32(lw.input_norm), xn, T, hidden, eps);
+    norm(be, cfg_, h, lw.input_norm, xn, T);
+    const bool from_norm = cfg_.residual_from_norm;
+    const bool full = lw.kind == LayerKind::FullAttention;
+    const double alpha = full ? cfg_.full_attn_alpha : cfg_.linear_attn_alpha;
+    const double beta = full ? cfg_.full_attn_beta : cfg_.linear_attn_beta;
+    if (from_norm) residual_before(be, xn, h, n, alpha, beta);
     ws_.times.embed_norms += seconds_since(t0);
     const AfterSpan after = [&](int i, LayerCache& c) {
       const int id = splice_ids[static_cast<size_t>(i)];
@@ -131,16 +157,21 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const AfterSpan* hook = splice != nullptr ? &after : nullptr;
     if (lw.kind == LayerKind::Linear)
       gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    else if (lw.kind == LayerKind::Lightning)
+      lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
     else
       attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
 
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, f32(lw.post_attn_norm), xn, T, hidden, eps);
+    if (from_norm) residual_after(be, h, n, beta);
+    norm(be, cfg_, h, lw.post_attn_norm, xn, T);
+    if (from_norm) residual_before(be, xn, h, n, cfg_.mlp_alpha, cfg_.mlp_beta);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
       moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
     else
       mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_);
+    if (from_norm) residual_after(be, h, n, cfg_.mlp_beta);
     capture(h, T);
   }
   cache.n_tokens = pos;
@@ -152,8 +183,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   if (logit_rows == 0) return;
   t0 = std::chrono::steady_clock::now();
   const int first = T - logit_rows;
-  be.rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden, f32(weights_.final_norm), xn,
-                           logit_rows, hidden, eps);
+  norm(be, cfg_, h + static_cast<size_t>(first) * hidden, weights_.final_norm, xn, logit_rows);
   ws_.times.embed_norms += seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   const size_t logit_floats = static_cast<size_t>(logit_rows) * vocab;
@@ -175,7 +205,7 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
   for (const LayerCache& lc : cache.layers) {
-    const Tensor& t = lc.kind == LayerKind::Linear ? lc.state : lc.k;
+    const Tensor& t = lc.kind == LayerKind::FullAttention ? lc.k : lc.state;
     HYPIC_REQUIRE(t.device() == backend_->device(),
                   std::string("the inference cache is in ") + device_name(t.device()) +
                       " memory but the model computes in " + device_name(backend_->device()) +

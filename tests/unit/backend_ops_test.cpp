@@ -494,9 +494,10 @@ TEST_P(BackendOps, Axpby) {
       for (bool in_place : {false, true}) {
         const Vec x = randn(size_t(n), rng), y = randn(size_t(n), rng);
         const float a = 3.5f;
-        Vec want(size_t(n));
+        Vec want(static_cast<size_t>(n));
         for (size_t i = 0; i < want.size(); ++i)
-          want[i] = in_place ? float((double(a) + b) * x[i]) : float(a * double(x[i]) + b * double(y[i]));
+          want[i] =
+              in_place ? float((double(a) + b) * x[i]) : float(a * double(x[i]) + b * double(y[i]));
         float* dx = put(x);
         float* dy = in_place ? dx : put(y);
         be().axpby(dx, dy, n, a, b);
