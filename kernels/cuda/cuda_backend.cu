@@ -143,9 +143,9 @@ class CudaBackend final : public Backend {
     cuda::gdn_gates(b, a, ld, A_log, dt_bias, beta, g, rows, heads);
   }
 
-  void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
-                 float* weights) const override {
-    cuda::moe_route(logits, T, E, k, norm_topk, experts, weights);
+  void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T,
+                 int* experts, float* weights) const override {
+    cuda::moe_route(s, logits, bias, T, experts, weights);
   }
   void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids,
                  int* work) const override {

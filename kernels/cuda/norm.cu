@@ -25,7 +25,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int co
   const float* xr = x + int64_t(blockIdx.x) * cols;
   float* yr = y + int64_t(blockIdx.x) * cols;
   const float s = 1.0f / sqrtf(row_sum_squares(xr, cols, shared) / float(cols) + eps);
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = w[c] * (xr[c] * s);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * s * w[c];
 }
 
 __global__ void gated_rms_norm_kernel(const float* x, const float* z, const float* w, float* y,

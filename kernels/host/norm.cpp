@@ -32,7 +32,7 @@ void rms_norm(const float* x, const float* w, float* y, int rows, int cols, floa
     const float* xr = x + static_cast<size_t>(r) * cols;
     float* yr = y + static_cast<size_t>(r) * cols;
     const float s = inv_rms(xr, cols, eps);
-    for (int c = 0; c < cols; ++c) yr[c] = w[c] * (xr[c] * s);
+    for (int c = 0; c < cols; ++c) yr[c] = xr[c] * s * w[c];
   });
 }
 

@@ -142,9 +142,9 @@ class TimingBackend final : public kernels::Backend {
                  float* beta, float* g, int rows, int heads) const override {
     timed(Op::GdnGates, [&] { in_.gdn_gates(b, a, ld, A_log, dt_bias, beta, g, rows, heads); });
   }
-  void moe_route(const float* logits, int T, int E, int k, bool norm, int* experts,
+  void moe_route(const kernels::MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
                  float* weights) const override {
-    timed(Op::MoeRoute, [&] { in_.moe_route(logits, T, E, k, norm, experts, weights); });
+    timed(Op::MoeRoute, [&] { in_.moe_route(s, logits, bias, T, experts, weights); });
   }
   void moe_group(const int* experts, int T, int k, int E, int* start, int* ids,
                  int* work) const override {

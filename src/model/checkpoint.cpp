@@ -100,11 +100,14 @@ ModelWeights allocate(const ModelConfig& c) {
     }
     L.is_moe = c.layer_is_moe(i);
     if (L.is_moe) {
+      const ArchSpec::MoeNames names = c.arch_spec().moe_names();
       L.moe.router = Tensor({static_cast<int64_t>(c.num_experts), H});
+      if (!names.router_bias.empty())
+        L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
       for (int e = 0; e < c.num_experts; ++e) L.moe.experts.push_back(mlp(c.moe_intermediate_size));
       if (c.shared_expert_intermediate_size > 0) {
         L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);
-        L.moe.shared_expert_gate = Tensor({1, H});
+        if (!names.shared_gate.empty()) L.moe.shared_expert_gate = Tensor({1, H});
       }
     } else {
       L.mlp = mlp(c.intermediate_size);
@@ -181,24 +184,28 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       }
     }
     // A SwiGLU block named `M` whose canonical weights `get` returns.
-    // `names`: the gate, up and down projections' tensor names.
+    // `proj`: the gate, up and down projections' tensor names.
     auto add_mlp = [&](const std::string& M, int64_t I,
                        std::function<MlpWeights*(ModelWeights&)> get,
-                       const std::vector<std::string>& names) {
+                       const std::vector<std::string>& proj) {
       add(
-          M + names[0], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          M + proj[0], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
           iota_rows(0, I));
       add(
-          M + names[1], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          M + proj[1], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
           iota_rows(I, I));
-      add(M + names[2], {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
+      add(M + proj[2], {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
     };
     const std::vector<std::string> plain = {"gate_proj.weight", "up_proj.weight",
                                             "down_proj.weight"};
     if (c.layer_is_moe(i)) {
-      const std::string M = L + c.arch_spec().moe_module();
+      const ArchSpec::MoeNames names = c.arch_spec().moe_names();
+      const std::string M = L + names.block;
       const int64_t E = c.num_experts, I = c.moe_intermediate_size;
       add(M + "gate.weight", {E, H}, [li](ModelWeights& w) { return &w.layers[li].moe.router; });
+      if (!names.router_bias.empty())
+        add(M + names.router_bias, {E},
+            [li](ModelWeights& w) { return &w.layers[li].moe.router_bias; });
       if (fused_experts) {
         for (int which = 0; which < 2; ++which) {
           Slot s;
@@ -220,10 +227,11 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       }
       if (c.shared_expert_intermediate_size > 0) {
         add_mlp(
-            M + "shared_expert.", c.shared_expert_intermediate_size,
+            M + names.shared, c.shared_expert_intermediate_size,
             [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; }, plain);
-        add(M + "shared_expert_gate.weight", {1, H},
-            [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
+        if (!names.shared_gate.empty())
+          add(M + names.shared_gate, {1, H},
+              [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
       }
     } else {
       add_mlp(

@@ -51,16 +51,6 @@ void require_logits_fit(int64_t rows, int64_t vocab) {
                                      " of memory; give fewer tokens");
 }
 
-// The model's RMSNorm: zero-centred weight (Qwen) or plain weight (MiniMax).
-void norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x, const Tensor& w,
-          float* y, int rows) {
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
-  if (cfg.zero_centred_norm)
-    be.rms_norm_zero_centred(x, f32(w), y, rows, cfg.hidden_size, eps);
-  else
-    be.rms_norm(x, f32(w), y, rows, cfg.hidden_size, eps);
-}
-
 // MiniMax's residual from the normed stream, h ← alpha · xn + beta · layer(xn): before the
 // layer (which adds its output into h) h ← (alpha / beta) · xn, after it h ← beta · h.
 void residual_before(const kernels::Backend& be, const float* xn, float* h, size_t n, double alpha,
@@ -143,7 +133,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
-    norm(be, cfg_, h, lw.input_norm, xn, T);
+    rms_norm(be, cfg_, h, lw.input_norm, xn, T, hidden);
     const bool from_norm = cfg_.residual_from_norm;
     const bool full = lw.kind == LayerKind::FullAttention;
     const double alpha = full ? cfg_.full_attn_alpha : cfg_.linear_attn_alpha;
@@ -164,7 +154,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
 
     t0 = std::chrono::steady_clock::now();
     if (from_norm) residual_after(be, h, n, beta);
-    norm(be, cfg_, h, lw.post_attn_norm, xn, T);
+    rms_norm(be, cfg_, h, lw.post_attn_norm, xn, T, hidden);
     if (from_norm) residual_before(be, xn, h, n, cfg_.mlp_alpha, cfg_.mlp_beta);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
@@ -183,7 +173,8 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   if (logit_rows == 0) return;
   t0 = std::chrono::steady_clock::now();
   const int first = T - logit_rows;
-  norm(be, cfg_, h + static_cast<size_t>(first) * hidden, weights_.final_norm, xn, logit_rows);
+  rms_norm(be, cfg_, h + static_cast<size_t>(first) * hidden, weights_.final_norm, xn, logit_rows,
+           hidden);
   ws_.times.embed_norms += seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   const size_t logit_floats = static_cast<size_t>(logit_rows) * vocab;

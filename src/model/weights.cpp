@@ -28,7 +28,8 @@ size_t ModelWeights::parameter_count() const {
     n += static_cast<size_t>(lw.qkv_proj.numel() + lw.output_gate.numel() + lw.norm.numel() +
                              lw.out_proj.numel());
     n += mlp_count(L.mlp);
-    n += static_cast<size_t>(L.moe.router.numel() + L.moe.shared_expert_gate.numel());
+    n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
+                             L.moe.shared_expert_gate.numel());
     for (const MlpWeights& e : L.moe.experts) n += mlp_count(e);
     n += mlp_count(L.moe.shared_expert);
   }
@@ -69,7 +70,7 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
     for (Tensor* t :
          {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
           &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
-          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.shared_expert_gate})
+          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.router_bias, &L.moe.shared_expert_gate})
       upload(*t, be);
     for (Tensor* t : {&L.lightning.qkv_proj, &L.lightning.output_gate, &L.lightning.norm,
                       &L.lightning.out_proj})

@@ -184,7 +184,13 @@ class MiniMax final : public ArchSpec {
             ".self_attn.diagonal_decay"};
   }
 
-  std::string moe_module() const override { return "block_sparse_moe."; }
+  MoeNames moe_names() const override {
+    MoeNames n;
+    n.block = "block_sparse_moe.";
+    n.shared.clear();  // no shared expert
+    n.shared_gate.clear();
+    return n;
+  }
   std::vector<std::string> expert_projections() const override {
     return {"w1.weight", "w3.weight", "w2.weight"};
   }
