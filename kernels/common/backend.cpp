@@ -63,6 +63,8 @@ const char* op_name(Op op) {
       return "moe_scatter_add";
     case Op::ComposeStates:
       return "compose_states";
+    case Op::Axpby:
+      return "axpby";
     case Op::kCount:
       break;
   }

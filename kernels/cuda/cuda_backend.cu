@@ -131,6 +131,9 @@ class CudaBackend final : public Backend {
   void swiglu(const float* gate_up, float* out, int rows, int width) const override {
     cuda::swiglu(gate_up, out, rows, width);
   }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    cuda::axpby(x, y, n, a, b);
+  }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {
     cuda::add_sigmoid_scaled(x, y, logit, rows, cols);

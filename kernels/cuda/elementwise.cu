@@ -36,6 +36,12 @@ __global__ void add_sigmoid_scaled_kernel(float* x, const float* y, const float*
   x[i] += sigmoidf_(logit[i / cols]) * y[i];
 }
 
+__global__ void axpby_kernel(const float* x, float* y, int64_t n, float a, float b) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];
+}
+
 // torch.nn.functional.softplus with beta 1 and threshold 20 (linear above it).
 __device__ float softplusf_(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
@@ -86,6 +92,12 @@ void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, 
   if (total == 0) return;
   add_sigmoid_scaled_kernel<<<blocks_for(total), kThreads>>>(x, y, logit, rows, cols);
   check_launch("add_sigmoid_scaled");
+}
+
+void axpby(const float* x, float* y, int64_t n, float a, float b) {
+  if (n == 0) return;
+  axpby_kernel<<<blocks_for(n), kThreads>>>(x, y, n, a, b);
+  check_launch("axpby");
 }
 
 void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,

@@ -26,6 +26,7 @@ void gather_rows(const float* table, int cols, const int32_t* ids, int n, float*
 void swiglu(const float* gate_up, float* out, int rows, int width);
 void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld);
 void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols);
+void axpby(const float* x, float* y, int64_t n, float a, float b);
 void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
                float* beta, float* g, int rows, int heads);
 

@@ -1,6 +1,7 @@
 // Host element-wise activations: rows in parallel (parallel.hpp), f32 like the references.
 #include "hypic/kernels/activation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,17 @@ void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld) 
     float* xr = x + static_cast<size_t>(r) * cols;
     const float* gr = gate + static_cast<size_t>(r) * gate_ld;
     for (int c = 0; c < cols; ++c) xr[c] *= sigmoid(gr[c]);
+  });
+}
+
+void axpby(const float* x, float* y, int64_t n, float a, float b) {
+  constexpr int64_t kBlock = 4096;  // elements per parallel item
+  host::parallel_for((n + kBlock - 1) / kBlock, 2 * kBlock, [=](const int64_t blk) {
+    const int64_t end = std::min(n, (blk + 1) * kBlock);
+    if (b == 0.0f)
+      for (int64_t i = blk * kBlock; i < end; ++i) y[i] = a * x[i];
+    else
+      for (int64_t i = blk * kBlock; i < end; ++i) y[i] = a * x[i] + b * y[i];
   });
 }
 

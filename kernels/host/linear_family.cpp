@@ -379,6 +379,8 @@ FamilySpec member_spec(Member m) {
       return {Decay::Scalar, true};
     case Member::KDA:
       return {Decay::Diagonal, true};
+    case Member::Lightning:
+      return {Decay::Scalar, false};
   }
   return {};
 }
@@ -399,6 +401,8 @@ const char* member_name(Member m) {
       return "gated-deltanet";
     case Member::KDA:
       return "kda";
+    case Member::Lightning:
+      return "lightning";
   }
   return "?";
 }

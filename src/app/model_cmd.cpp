@@ -63,28 +63,52 @@ int run_info(const std::string& dir) {
   const uint64_t params = m.weights.parameter_count();
   std::printf("model        : %s\n", dir.c_str());
   std::printf("architecture : %s\n", arch_name(c.arch));
-  std::printf("layers       : %d (%d Gated DeltaNet, %d gated attention)\n", c.num_hidden_layers,
-              c.num_linear_layers(), c.num_full_layers());
-  std::printf("layout       : %s   (L = Gated DeltaNet, A = gated attention)\n",
-              c.layout_string().c_str());
+  const bool lightning =
+      std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Lightning) > 0;
+  const char* lin_name = lightning ? "lightning attention" : "Gated DeltaNet";
+  const char* full_name = c.attention_output_gate ? "gated attention" : "softmax attention";
+  std::printf("layers       : %d (%d %s, %d %s)\n", c.num_hidden_layers, c.num_linear_layers(),
+              lin_name, c.num_full_layers(), full_name);
+  std::printf("layout       : %s   (L = %s, A = %s)\n", c.layout_string().c_str(), lin_name,
+              full_name);
   std::printf("hidden       : %d, vocab %d, %s embeddings\n", c.hidden_size, c.vocab_size,
               c.tie_word_embeddings ? "tied" : "untied");
   std::printf(
       "attention    : %d query heads, %d KV heads, head_dim %d, RoPE on %d dims "
       "(theta %g)\n",
       c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta);
-  std::printf("delta net    : %d key heads x %d, %d value heads x %d, conv kernel %d\n",
-              c.linear_num_key_heads, c.linear_key_head_dim, c.linear_num_value_heads,
-              c.linear_value_head_dim, c.linear_conv_kernel_dim);
+  if (lightning) {
+    // A segment entry keeps, per lightning layer, T as one scalar per head (its decay
+    // e^(-n·slope)) and S: the bytes against a dense dk x dk T, f32.
+    const uint64_t H = static_cast<uint64_t>(c.num_attention_heads);
+    const uint64_t d = static_cast<uint64_t>(c.head_dim);
+    std::printf(
+        "lightning    : %d heads x %d, one constant decay per head; entry per layer: T %" PRIu64
+        " B (scalar per head; dense %" PRIu64 " B) + S %" PRIu64 " B, f32\n",
+        c.num_attention_heads, c.head_dim, H * 4, H * d * d * 4, H * d * d * 4);
+  } else {
+    std::printf("delta net    : %d key heads x %d, %d value heads x %d, conv kernel %d\n",
+                c.linear_num_key_heads, c.linear_key_head_dim, c.linear_num_value_heads,
+                c.linear_value_head_dim, c.linear_conv_kernel_dim);
+  }
   if (c.num_experts > 0)
-    std::printf("experts      : %d routed (top %d, width %d) + shared (width %d)\n", c.num_experts,
-                c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size);
+    std::printf(
+        "experts      : %d routed (top %d, width %d)%s\n", c.num_experts, c.num_experts_per_tok,
+        c.moe_intermediate_size,
+        c.shared_expert_intermediate_size > 0
+            ? (" + shared (width " + std::to_string(c.shared_expert_intermediate_size) + ")")
+                  .c_str()
+            : ", no shared expert");
   std::printf("per layer    :\n");
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const bool lin = c.layer_types[static_cast<size_t>(i)] == LayerKind::Linear;
+    const LayerKind kind = c.layer_types[static_cast<size_t>(i)];
+    const char* what = kind == LayerKind::Linear      ? "gated deltanet"
+                       : kind == LayerKind::Lightning ? "lightning attn"
+                       : c.attention_output_gate      ? "gated attention"
+                                                      : "attention";
     std::string mlp =
         c.layer_is_moe(i) ? "MoE" : "dense MLP (" + std::to_string(c.intermediate_size) + ")";
-    std::printf("  %3d  %-16s %s\n", i, lin ? "gated deltanet" : "gated attention", mlp.c_str());
+    std::printf("  %3d  %-16s %s\n", i, what, mlp.c_str());
   }
   std::printf("parameters   : %" PRIu64 " (%s)", params, human_count(params).c_str());
   if (c.num_experts > 0)

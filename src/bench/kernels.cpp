@@ -131,6 +131,9 @@ class TimingBackend final : public kernels::Backend {
   void swiglu(const float* gu, float* out, int rows, int width) const override {
     timed(Op::Swiglu, [&] { in_.swiglu(gu, out, rows, width); });
   }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    timed(Op::Axpby, [&] { in_.axpby(x, y, n, a, b); });
+  }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {
     timed(Op::AddSigmoidScaled, [&] { in_.add_sigmoid_scaled(x, y, logit, rows, cols); });

@@ -13,7 +13,8 @@ namespace hypic::model {
 struct LayerCache {
   LayerKind kind = LayerKind::Linear;
 
-  // Linear (Gated DeltaNet) layers.
+  // Linear (Gated DeltaNet) layers; lightning layers (MiniMax) have the state only, [H, hd, hd],
+  // and their transition is [H] (one scalar per head).
   Tensor state;  // [Hv, dk, dv] recurrent state, key-major (the delta-rule kernel's layout)
   Tensor conv;   // [K-1, conv_dim] last K-1 pre-conv inputs, token-major, oldest first
   // Transition capture for segment summaries (MATH.md §2): while capture_transition is set,

@@ -76,7 +76,12 @@ ModelWeights allocate(const ModelConfig& c) {
     L.kind = c.layer_types[static_cast<size_t>(i)];
     L.input_norm = Tensor({H});
     L.post_attn_norm = Tensor({H});
-    if (L.kind == LayerKind::Linear) {
+    if (L.kind == LayerKind::Lightning) {
+      L.lightning.qkv_proj = Tensor({3 * Hq * hd, H});
+      L.lightning.output_gate = Tensor({Hq * hd, H});
+      L.lightning.norm = Tensor({Hq * hd});
+      L.lightning.out_proj = Tensor({H, Hq * hd});
+    } else if (L.kind == LayerKind::Linear) {
       L.linear.in_proj = Tensor({conv + vd + 2 * Hv, H});
       L.linear.conv1d = Tensor({conv, static_cast<int64_t>(c.linear_conv_kernel_dim)});
       L.linear.dt_bias = Tensor({Hv});
@@ -84,12 +89,14 @@ ModelWeights allocate(const ModelConfig& c) {
       L.linear.norm = Tensor({dv});
       L.linear.out_proj = Tensor({H, vd});
     } else {
-      L.attn.q_proj = Tensor({2 * Hq * hd, H});
+      L.attn.q_proj = Tensor({(c.attention_output_gate ? 2 : 1) * Hq * hd, H});
       L.attn.k_proj = Tensor({Hkv * hd, H});
       L.attn.v_proj = Tensor({Hkv * hd, H});
       L.attn.o_proj = Tensor({H, Hq * hd});
-      L.attn.q_norm = Tensor({hd});
-      L.attn.k_norm = Tensor({hd});
+      if (c.attention_qk_norm) {
+        L.attn.q_norm = Tensor({hd});
+        L.attn.k_norm = Tensor({hd});
+      }
     }
     L.is_moe = c.layer_is_moe(i);
     if (L.is_moe) {
@@ -139,7 +146,17 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
         [li](ModelWeights& w) { return &w.layers[li].input_norm; });
     add(L + "post_attention_layernorm.weight", {H},
         [li](ModelWeights& w) { return &w.layers[li].post_attn_norm; });
-    if (c.layer_types[li] == LayerKind::Linear) {
+    if (c.layer_types[li] == LayerKind::Lightning) {
+      const std::string A = L + "self_attn.";
+      add(A + "qkv_proj.weight", {3 * Hq * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].lightning.qkv_proj; });
+      add(A + "output_gate.weight", {Hq * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].lightning.output_gate; });
+      add(A + "norm.weight", {Hq * hd},
+          [li](ModelWeights& w) { return &w.layers[li].lightning.norm; });
+      add(A + "out_proj.weight", {H, Hq * hd},
+          [li](ModelWeights& w) { return &w.layers[li].lightning.out_proj; });
+    } else if (c.layer_types[li] == LayerKind::Linear) {
       const std::string A = L + "linear_attn.";
       auto in_proj = [li](ModelWeights& w) { return &w.layers[li].linear.in_proj; };
       for (const InProjPart& part : in_proj_parts)
@@ -153,7 +170,7 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
           [li](ModelWeights& w) { return &w.layers[li].linear.out_proj; });
     } else {
       const std::string A = L + "self_attn.";
-      add(A + "q_proj.weight", {2 * Hq * hd, H},
+      add(A + "q_proj.weight", {(c.attention_output_gate ? 2 : 1) * Hq * hd, H},
           [li](ModelWeights& w) { return &w.layers[li].attn.q_proj; });
       add(A + "k_proj.weight", {Hkv * hd, H},
           [li](ModelWeights& w) { return &w.layers[li].attn.k_proj; });
@@ -161,20 +178,26 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
           [li](ModelWeights& w) { return &w.layers[li].attn.v_proj; });
       add(A + "o_proj.weight", {H, Hq * hd},
           [li](ModelWeights& w) { return &w.layers[li].attn.o_proj; });
-      add(A + "q_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.q_norm; });
-      add(A + "k_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.k_norm; });
+      if (c.attention_qk_norm) {
+        add(A + "q_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.q_norm; });
+        add(A + "k_norm.weight", {hd}, [li](ModelWeights& w) { return &w.layers[li].attn.k_norm; });
+      }
     }
     // A SwiGLU block named `M` whose canonical weights `get` returns.
+    // `proj`: the gate, up and down projections' tensor names.
     auto add_mlp = [&](const std::string& M, int64_t I,
-                       std::function<MlpWeights*(ModelWeights&)> get) {
+                       std::function<MlpWeights*(ModelWeights&)> get,
+                       const std::vector<std::string>& proj) {
       add(
-          M + "gate_proj.weight", {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          M + proj[0], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
           iota_rows(0, I));
       add(
-          M + "up_proj.weight", {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
+          M + proj[1], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
           iota_rows(I, I));
-      add(M + "down_proj.weight", {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
+      add(M + proj[2], {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
     };
+    const std::vector<std::string> plain = {"gate_proj.weight", "up_proj.weight",
+                                            "down_proj.weight"};
     if (c.layer_is_moe(i)) {
       const ArchSpec::MoeNames names = c.arch_spec().moe_names();
       const std::string M = L + names.block;
@@ -196,19 +219,24 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       } else {
         for (int e = 0; e < c.num_experts; ++e) {
           const size_t ei = static_cast<size_t>(e);
-          add_mlp(M + "experts." + std::to_string(e) + ".", I,
-                  [li, ei](ModelWeights& w) { return &w.layers[li].moe.experts[ei]; });
+          add_mlp(
+              M + "experts." + std::to_string(e) + ".", I,
+              [li, ei](ModelWeights& w) { return &w.layers[li].moe.experts[ei]; },
+              c.arch_spec().expert_projections());
         }
       }
       if (c.shared_expert_intermediate_size > 0) {
-        add_mlp(M + names.shared, c.shared_expert_intermediate_size,
-                [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; });
+        add_mlp(
+            M + names.shared, c.shared_expert_intermediate_size,
+            [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; }, plain);
         if (!names.shared_gate.empty())
           add(M + names.shared_gate, {1, H},
               [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
       }
     } else {
-      add_mlp(L + "mlp.", c.intermediate_size, [li](ModelWeights& w) { return &w.layers[li].mlp; });
+      add_mlp(
+          L + "mlp.", c.intermediate_size, [li](ModelWeights& w) { return &w.layers[li].mlp; },
+          plain);
     }
   }
   add(prefix + "norm.weight", {H}, [](ModelWeights& w) { return &w.final_norm; });
@@ -355,7 +383,7 @@ LoadedModel load_checkpoint(const std::string& dir) {
     }
   }
   bool fused = false;
-  for (const std::string& n : names) fused = fused || has_suffix(n, ".mlp.experts.gate_up_proj");
+  for (const std::string& n : names) fused = fused || has_suffix(n, ".experts.gate_up_proj");
   const std::vector<Slot> slots = build_slots(c, prefix, fused);
 
   // Check everything before reading anything; report the first problem, count the rest.
@@ -379,11 +407,14 @@ LoadedModel load_checkpoint(const std::string& dir) {
     }
   }
   const std::vector<std::string> ignored_prefixes = c.arch_spec().ignored_prefixes();
+  const std::vector<std::string> ignored_suffixes = c.arch_spec().ignored_suffixes();
   for (const std::string& n : names) {
     if (expected.count(n)) continue;
     bool ignorable = std::any_of(ignored_prefixes.begin(), ignored_prefixes.end(),
                                  [&](const std::string& p) { return has_prefix(n, p); });
     ignorable = ignorable || has_suffix(n, ".rotary_emb.inv_freq");
+    ignorable = ignorable || std::any_of(ignored_suffixes.begin(), ignored_suffixes.end(),
+                                         [&](const std::string& s) { return has_suffix(n, s); });
     ignorable = ignorable || (c.tie_word_embeddings && n == "lm_head.weight");
     if (ignorable) {
       out.ignored.push_back(n);

@@ -33,7 +33,8 @@ bool ModelConfig::layer_is_moe(int layer) const {
 }
 
 int ModelConfig::num_linear_layers() const {
-  return static_cast<int>(std::count(layer_types.begin(), layer_types.end(), LayerKind::Linear));
+  // Every recurrent kind counts as linear (Gated DeltaNet, lightning attention).
+  return static_cast<int>(layer_types.size()) - num_full_layers();
 }
 
 int ModelConfig::num_full_layers() const {
@@ -46,7 +47,7 @@ std::string ModelConfig::layout_string() const {
   const int group = full_attention_interval > 0 ? full_attention_interval : 4;
   for (size_t i = 0; i < layer_types.size(); ++i) {
     if (i > 0) s += (i % static_cast<size_t>(group) == 0) ? " | " : " ";
-    s += layer_types[i] == LayerKind::Linear ? "L" : "A";
+    s += layer_types[i] == LayerKind::FullAttention ? "A" : "L";
   }
   return s;
 }

@@ -12,7 +12,9 @@
 
 namespace hypic::model {
 
-enum class LayerKind { Linear, FullAttention };  // Gated DeltaNet / gated softmax attention
+// Gated DeltaNet / (gated) softmax attention / MiniMax lightning attention
+// (model/layers_lightning.hpp)
+enum class LayerKind { Linear, FullAttention, Lightning };
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
 const char* arch_name(const ArchSpec* arch);
@@ -64,6 +66,18 @@ struct ModelConfig {
   int moe_topk_group = 1;
   double moe_routed_scaling_factor = 1.0;
   std::vector<int> mlp_only_layers;
+
+  // MiniMax (minimax): Mixtral-style softmax attention (no output gate, no q/k norms),
+  // lightning attention layers (LayerKind::Lightning, num_attention_heads × head_dim, one
+  // constant decay per head), and residuals taken from the normed stream ("postnorm"):
+  // h ← alpha · norm(h) + beta · layer(norm(h)), alpha/beta per layer kind and for the MLP.
+  bool attention_output_gate = true;
+  bool attention_qk_norm = true;
+  bool residual_from_norm = false;
+  double linear_attn_alpha = 1.0, linear_attn_beta = 1.0;
+  double full_attn_alpha = 1.0, full_attn_beta = 1.0;
+  double mlp_alpha = 1.0, mlp_beta = 1.0;
+  int lightning_block_size = 256;  // transformers' chunk length (no effect on the result)
 
   // Token ids from config.json, when given (-1 / empty otherwise). Informational.
   int bos_token_id = -1;

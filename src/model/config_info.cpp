@@ -35,11 +35,19 @@ ConfigSummary runnable(const json& root) {
   s.kv_bytes_per_token = kv * s.full_layers * kStoreBytes;
   const uint64_t Hv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
                  dv = c.linear_value_head_dim;
+  s.entry_bytes_per_token = s.kv_bytes_per_token;
+  if (std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Lightning) > 0) {
+    // MiniMax: lightning layers store T as one scalar per head, S, and no conv tail.
+    s.linear_kind = "lightning attention";
+    s.full_kind = "softmax attention";
+    s.entry_fixed_bytes = (Hv + Hv * dk * dv) * s.linear_layers * kStoreBytes;
+    s.entry_t_form = "one scalar per head (constant decay)";
+    return s;
+  }
   const uint64_t per_linear = Hv * dk * dk + Hv * dk * dv +
                               static_cast<uint64_t>(c.linear_conv_kernel_dim - 1) *
                                   static_cast<uint64_t>(c.linear_conv_dim());
   s.entry_fixed_bytes = per_linear * s.linear_layers * kStoreBytes;
-  s.entry_bytes_per_token = s.kv_bytes_per_token;
   s.entry_t_form = "dense dk x dk per value head (delta rule)";
   return s;
 }

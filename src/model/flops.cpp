@@ -10,7 +10,15 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
   const double h = c.hidden_size;
   FlopCount f;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.layer_types[layer] == LayerKind::Linear) {
+    if (c.layer_types[layer] == LayerKind::Lightning) {
+      // qkv, output gate and out_proj; the recurrence as a non-erasing member (S update and
+      // Sᵀq, plus the intra-chunk Q Kᵀ and its product with V).
+      const double width = static_cast<double>(c.num_attention_heads) * c.head_dim;
+      f.projections += 2.0 * T * h * 5.0 * width;
+      const double d = c.head_dim;
+      const double C = std::min<double>(chunk, std::max<double>(T, 1.0));
+      f.delta_rule += 2.0 * T * c.num_attention_heads * (2.0 * d * d + C * 2.0 * d);
+    } else if (c.layer_types[layer] == LayerKind::Linear) {
       const double in_rows =
           c.linear_conv_dim() + c.linear_value_dim() + 2.0 * c.linear_num_value_heads;
       f.projections += 2.0 * T * h * (in_rows + c.linear_value_dim());
@@ -22,7 +30,7 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
           2.0 * T * c.linear_num_value_heads * (3.0 * dk * dv + C * (2.0 * dk + 2.0 * dv));
     } else {
       const double hd = c.head_dim;
-      const double q_rows = 2.0 * c.num_attention_heads * hd;
+      const double q_rows = (c.attention_output_gate ? 2.0 : 1.0) * c.num_attention_heads * hd;
       const double kv_rows = 2.0 * c.num_key_value_heads * hd;
       f.projections += 2.0 * T * h * (q_rows + kv_rows + c.num_attention_heads * hd);
       // Token i attends to past + i + 1 keys: Σ = T·past + T(T+1)/2; two products of hd.

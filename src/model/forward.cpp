@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include "model/layers_lightning.hpp"
+
 namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;
@@ -47,6 +49,16 @@ void require_logits_fit(int64_t rows, int64_t vocab) {
   HYPIC_REQUIRE(bytes <= memory, "the logits of " + std::to_string(rows) + " tokens x " +
                                      std::to_string(vocab) + " vocabulary entries need " + buf +
                                      " of memory; give fewer tokens");
+}
+
+// MiniMax's residual from the normed stream, h ← alpha · xn + beta · layer(xn): before the
+// layer (which adds its output into h) h ← (alpha / beta) · xn, after it h ← beta · h.
+void residual_before(const kernels::Backend& be, const float* xn, float* h, size_t n, double alpha,
+                     double beta) {
+  be.axpby(xn, h, static_cast<int64_t>(n), static_cast<float>(alpha / beta), 0.0f);
+}
+void residual_after(const kernels::Backend& be, float* h, size_t n, double beta) {
+  if (beta != 1.0) be.axpby(h, h, static_cast<int64_t>(n), static_cast<float>(beta), 0.0f);
 }
 
 }  // namespace
@@ -122,6 +134,11 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
     rms_norm(be, cfg_, h, lw.input_norm, xn, T, hidden);
+    const bool from_norm = cfg_.residual_from_norm;
+    const bool full = lw.kind == LayerKind::FullAttention;
+    const double alpha = full ? cfg_.full_attn_alpha : cfg_.linear_attn_alpha;
+    const double beta = full ? cfg_.full_attn_beta : cfg_.linear_attn_beta;
+    if (from_norm) residual_before(be, xn, h, n, alpha, beta);
     ws_.times.embed_norms += seconds_since(t0);
     const AfterSpan after = [&](int i, LayerCache& c) {
       const int id = splice_ids[static_cast<size_t>(i)];
@@ -130,16 +147,21 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const AfterSpan* hook = splice != nullptr ? &after : nullptr;
     if (lw.kind == LayerKind::Linear)
       gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    else if (lw.kind == LayerKind::Lightning)
+      lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
     else
       attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
 
     t0 = std::chrono::steady_clock::now();
+    if (from_norm) residual_after(be, h, n, beta);
     rms_norm(be, cfg_, h, lw.post_attn_norm, xn, T, hidden);
+    if (from_norm) residual_before(be, xn, h, n, cfg_.mlp_alpha, cfg_.mlp_beta);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
       moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
     else
       mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_);
+    if (from_norm) residual_after(be, h, n, cfg_.mlp_beta);
     capture(h, T);
   }
   cache.n_tokens = pos;
@@ -174,7 +196,7 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
   for (const LayerCache& lc : cache.layers) {
-    const Tensor& t = lc.kind == LayerKind::Linear ? lc.state : lc.k;
+    const Tensor& t = lc.kind == LayerKind::FullAttention ? lc.k : lc.state;
     HYPIC_REQUIRE(t.device() == backend_->device(),
                   std::string("the inference cache is in ") + device_name(t.device()) +
                       " memory but the model computes in " + device_name(backend_->device()) +

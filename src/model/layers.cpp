@@ -189,17 +189,24 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   const size_t rows = static_cast<size_t>(T);
   Lap lap(be);
 
-  float* qg = ws.floats(Workspace::kA, rows * H * 2 * hd);  // per head [query | gate]
+  const bool gated = cfg.attention_output_gate;
+  float* qg = gated ? ws.floats(Workspace::kA, rows * H * 2 * hd) : nullptr;  // [query | gate]
   float* q = ws.floats(Workspace::kB, rows * H * hd);
   float* k = ws.floats(Workspace::kC, rows * Hkv * hd);
   float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
-  be.linear(x, f32(w.q_proj), qg, T, H * 2 * hd, hidden, false);
+  if (gated) {
+    be.linear(x, f32(w.q_proj), qg, T, H * 2 * hd, hidden, false);
+    be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
+  } else {  // Mixtral-style (MiniMax): the projection is the query
+    be.linear(x, f32(w.q_proj), q, T, H * hd, hidden, false);
+  }
   be.linear(x, f32(w.k_proj), k, T, Hkv * hd, hidden, false);
   be.linear(x, f32(w.v_proj), v, T, Hkv * hd, hidden, false);
-  be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
-  rms_norm(be, cfg, q, w.q_norm, q, T * H, hd);
-  rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
+  if (cfg.attention_qk_norm) {
+    rms_norm(be, cfg, q, w.q_norm, q, T * H, hd);
+    rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
+  }
   lap.to(ws.times.attn_proj);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);
@@ -242,7 +249,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
   lap.to(ws.times.attn_core);
 
-  be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
+  if (gated) be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
   be.linear(attn, f32(w.o_proj), out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }

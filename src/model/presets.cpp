@@ -35,8 +35,8 @@ bool ends_with(const std::string& s, const std::string& p) {
 //  - projections: N(0, 1/fan_in) so that each layer's activations stay O(1); projections
 //    back into the residual stream are further scaled by 1/sqrt(2·layers);
 //  - embeddings N(0, 1) (tied: N(0, hidden^-1/2)), lm_head N(0, 1/hidden);
-//  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; the gated norm's
-//    plain weight around 1;
+//  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; plain weights (the
+//    gated norm's, MiniMax's) around 1;
 //  - conv1d N(0, 1/K); dt_bias 1 (as transformers initialises it);
 //    A_log = log(U(1, 16)).
 Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
@@ -57,8 +57,8 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.hidden_size)));
   } else if (ends_with(n, "linear_attn.norm.weight")) {
     fill_normal(1.0, 0.05);
-  } else if (ends_with(n, "norm.weight")) {  // input/post-attention/final/q/k norms
-    fill_normal(0.0, 0.05);
+  } else if (ends_with(n, "norm.weight")) {              // input/post-attention/final/q/k norms
+    fill_normal(c.zero_centred_norm ? 0.0 : 1.0, 0.05);  // plain weights (MiniMax) around 1
   } else if (ends_with(n, "conv1d.weight")) {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.linear_conv_kernel_dim)));
   } else if (ends_with(n, "dt_bias")) {
@@ -67,7 +67,7 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     for (int64_t i = 0; i < out.numel(); ++i)
       out[i] = static_cast<float>(std::log(1.0 + 15.0 * rng.uniform()));
   } else if (ends_with(n, "out_proj.weight") || ends_with(n, "o_proj.weight") ||
-             ends_with(n, "down_proj.weight")) {
+             ends_with(n, "down_proj.weight") || ends_with(n, ".w2.weight")) {
     fill_normal(0.0, residual_scale / std::sqrt(fan_in));
   } else {
     fill_normal(0.0, 1.0 / std::sqrt(fan_in));

@@ -27,6 +27,18 @@ namespace {
 using nlohmann::json;
 
 // The pre-tokenizer pattern `tokenizers` uses inside ByteLevel when use_regex is true.
+// Kimi-Linear's split pattern (tokenization_kimi.py) written for PCRE2: its character-class
+// intersections [X&&[^\p{Han}]] (Rust regex syntax, which tiktoken compiles) become
+// (?:(?!\p{Han})[X]), the same set of code points; the rest is as published.
+constexpr const char* kKimiPattern =
+    R"([\p{Han}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*)"
+    R"((?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+)"
+    R"((?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr int kKimiReservedSpecial = 256 + 2;  // num_reserved_special_tokens + 2
+
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -188,6 +200,7 @@ struct Tokenizer::Impl {
   bool ignore_merges = false;
   int32_t unk_id = -1;
   bool nfc = false;
+  bool tiktoken = false;  // rank-based byte BPE (from_tiktoken): raw_vocab holds the ranks
   std::vector<PreStep> steps;
   std::vector<AddedToken> added;
   std::array<bool, 256> added_first_byte{};  // some added token starts with this byte
@@ -207,6 +220,7 @@ struct Tokenizer::Impl {
   void add_normalizer(const nlohmann::json& n);
   void add_pre_tokenizer(const nlohmann::json& p);
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_ranks(std::string_view word, std::vector<int32_t>& out) const;
 };
 
 Tokenizer::Tokenizer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -432,6 +446,139 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   return from_json(ss.str(), path);
 }
 
+namespace {
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+// Standard base64 (with '=' padding) to bytes; false when `s` is not base64.
+bool decode_base64(std::string_view s, std::string& out) {
+  out.clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t i = 0;
+  for (; i < s.size() && s[i] != '='; ++i) {
+    const int v = base64_value(s[i]);
+    if (v < 0) return false;
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  for (; i < s.size(); ++i)
+    if (s[i] != '=') return false;
+  return true;
+}
+}  // namespace
+
+Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::string& config_path) {
+  std::ifstream in(model_path, std::ios::binary);
+  HYPIC_REQUIRE(in.good(), "cannot open tokenizer file " + model_path);
+  auto impl = std::make_shared<Impl>();
+  Impl& t = *impl;
+  t.origin = model_path;
+  t.tiktoken = true;
+  std::string line, bytes;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const size_t sp = line.find(' ');
+    const std::string where = model_path + ":" + std::to_string(line_no);
+    HYPIC_REQUIRE(
+        sp != std::string::npos && decode_base64(std::string_view(line).substr(0, sp), bytes),
+        where + ": expected '<base64 token> <rank>'");
+    int64_t rank = -1;
+    try {
+      size_t used = 0;
+      rank = std::stoll(line.substr(sp + 1), &used);
+      HYPIC_REQUIRE(used == line.size() - sp - 1, where + ": the rank is not an integer");
+    } catch (const std::logic_error&) {
+      throw Error(where + ": the rank is not an integer");
+    }
+    HYPIC_REQUIRE(rank == static_cast<int64_t>(t.id_bytes.size()),
+                  where + ": rank " + std::to_string(rank) + " out of order (expected " +
+                      std::to_string(t.id_bytes.size()) + ": ranks are the ids 0, 1, 2, ...)");
+    HYPIC_REQUIRE(t.raw_vocab.emplace(bytes, static_cast<int32_t>(rank)).second,
+                  where + ": the token appears twice");
+    t.id_bytes.push_back(bytes);
+  }
+  const int32_t n = static_cast<int32_t>(t.id_bytes.size());
+  HYPIC_REQUIRE(n > 0, model_path + ": no tokens");
+  t.byte_id.fill(-1);
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.raw_vocab.find(std::string(1, static_cast<char>(b)));
+    HYPIC_REQUIRE(it != t.raw_vocab.end(), model_path + ": byte " + std::to_string(b) +
+                                               " has no rank (every single byte must have one)");
+    t.byte_id[b] = it->second;
+  }
+  // Stored forms: GPT-2's printable byte characters, as Kimi's get_vocab() shows them.
+  const std::array<char32_t, 256> table = byte_to_char_table();
+  t.id_token.resize(size_t(n) + kKimiReservedSpecial);
+  t.id_special.assign(t.id_token.size(), 0);
+  for (int32_t id = 0; id < n; ++id) {
+    std::string s;
+    for (unsigned char c : t.id_bytes[size_t(id)]) unicode::append_utf8(s, table[c]);
+    t.id_token[size_t(id)] = s;
+    t.vocab.emplace(std::move(s), id);
+  }
+  // Special tokens: ids n .. n+257, named by tokenizer_config.json where it names them.
+  std::unordered_map<int32_t, std::string> names;
+  if (!config_path.empty()) {
+    std::ifstream cin(config_path, std::ios::binary);
+    HYPIC_REQUIRE(cin.good(), "cannot open tokenizer config " + config_path);
+    json cfg;
+    try {
+      cfg = json::parse(cin);
+    } catch (const std::exception& e) {
+      throw Error(config_path + ": invalid JSON: " + e.what());
+    }
+    if (cfg.contains("added_tokens_decoder") && cfg.at("added_tokens_decoder").is_object())
+      for (const auto& [key, value] : cfg.at("added_tokens_decoder").items()) {
+        int32_t id = -1;
+        try {
+          id = static_cast<int32_t>(std::stol(key));
+        } catch (const std::logic_error&) {
+        }
+        HYPIC_REQUIRE(id >= n && id < n + kKimiReservedSpecial && value.is_object() &&
+                          value.contains("content") && value.at("content").is_string(),
+                      config_path + ": added_tokens_decoder entry '" + key +
+                          "' is not a special id in " + std::to_string(n) + ".." +
+                          std::to_string(n + kKimiReservedSpecial - 1) + " with a content");
+        names[id] = value.at("content").get<std::string>();
+      }
+  }
+  for (int32_t id = n; id < n + kKimiReservedSpecial; ++id) {
+    AddedToken a;
+    auto it = names.find(id);
+    a.content = it != names.end() ? it->second : "<|reserved_token_" + std::to_string(id) + "|>";
+    HYPIC_REQUIRE(!a.content.empty(),
+                  config_path + ": special token " + std::to_string(id) + " has an empty content");
+    a.id = id;
+    a.special = true;
+    t.id_token[size_t(id)] = a.content;
+    t.id_special[size_t(id)] = 1;
+    t.added_first_byte[static_cast<unsigned char>(a.content[0])] = true;
+    t.added.push_back(std::move(a));
+  }
+  t.id_bytes.resize(t.id_token.size());
+  for (const AddedToken& a : t.added) t.id_bytes[size_t(a.id)] = a.content;
+  PreStep split;
+  split.kind = PreStep::kSplit;
+  split.regex = std::make_shared<Regex>(kKimiPattern, false, model_path);
+  t.steps.push_back(std::move(split));
+  t.pattern_summary = "Kimi split pattern (tiktoken)";
+  return Tokenizer(std::move(impl));
+}
+
 Tokenizer Tokenizer::byte_level(int32_t offset) {
   HYPIC_REQUIRE(offset >= 0, "byte-level tokenizer offset must be non-negative");
   auto impl = std::make_shared<Impl>();
@@ -448,6 +595,11 @@ Tokenizer Tokenizer::for_model(const std::string& path, Fallback fallback) {
     return from_file(path);
   const fs::path file = fs::path(path) / "tokenizer.json";
   if (fs::is_regular_file(file, ec)) return from_file(file.string());
+  const fs::path tik = fs::path(path) / "tiktoken.model";
+  if (fs::is_regular_file(tik, ec)) {
+    const fs::path cfg = fs::path(path) / "tokenizer_config.json";
+    return from_tiktoken(tik.string(), fs::is_regular_file(cfg, ec) ? cfg.string() : "");
+  }
   Tokenizer t = byte_level(0);
   t.impl_->origin = "byte-level fallback (no tokenizer.json in " + path + ")";
   if (fallback == Fallback::kRefuseText)
@@ -524,6 +676,13 @@ void Tokenizer::Impl::merge_word(std::string_view word, std::vector<int32_t>& ou
 }
 
 void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (tiktoken) {  // tiktoken: a piece that is a token is that token, whatever the merges
+    auto it = raw_vocab.find(std::string(word));
+    if (it != raw_vocab.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   if (word.size() == 1) {
     const int32_t id = byte_id[static_cast<unsigned char>(word[0])];
     if (id >= 0)
@@ -540,7 +699,10 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     }
   }
   if (word.size() > kCacheMaxWord) {
-    merge_word(word, out);
+    if (tiktoken)
+      merge_ranks(word, out);
+    else
+      merge_word(word, out);
     return;
   }
   std::string key(word);
@@ -553,10 +715,46 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     }
   }
   const size_t before = out.size();
-  merge_word(word, out);
+  if (tiktoken)
+    merge_ranks(word, out);
+  else
+    merge_word(word, out);
   std::lock_guard<std::mutex> lock(cache_mutex);
   if (cache.size() >= kCacheCapacity) cache.clear();
   cache.emplace(std::move(key), std::vector<int32_t>(out.begin() + long(before), out.end()));
+}
+
+// tiktoken's byte-pair encoding: start from single bytes and merge, again and again, the
+// adjacent pair whose concatenation has the lowest rank (leftmost on ties), until no
+// adjacent concatenation is a token. Quadratic in the piece, as tiktoken's own loop.
+void Tokenizer::Impl::merge_ranks(std::string_view word, std::vector<int32_t>& out) const {
+  std::vector<size_t> starts(word.size() + 1);
+  for (size_t i = 0; i <= word.size(); ++i) starts[i] = i;
+  constexpr int32_t kNone = INT32_MAX;
+  auto rank_of = [&](size_t i) {  // rank of parts i and i + 1 joined
+    if (i + 2 >= starts.size()) return kNone;
+    auto it = raw_vocab.find(std::string(word.substr(starts[i], starts[i + 2] - starts[i])));
+    return it == raw_vocab.end() ? kNone : it->second;
+  };
+  std::vector<int32_t> ranks(starts.size());
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(i);
+  while (starts.size() > 2) {
+    size_t best = 0;
+    for (size_t i = 1; i + 2 < starts.size(); ++i)
+      if (ranks[i] < ranks[best]) best = i;
+    if (ranks[best] == kNone) break;
+    starts.erase(starts.begin() + long(best) + 1);
+    ranks.erase(ranks.begin() + long(best) + 1);
+    ranks[best] = rank_of(best);
+    if (best > 0) ranks[best - 1] = rank_of(best - 1);
+  }
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    auto it = raw_vocab.find(std::string(word.substr(starts[i], starts[i + 1] - starts[i])));
+    HYPIC_REQUIRE(it != raw_vocab.end(), origin +
+                                             ": a byte has no rank (the file lacks some of "
+                                             "the 256 single bytes)");
+    out.push_back(it->second);
+  }
 }
 
 // Normalised text without added tokens: pre-tokenize, then BPE every piece.
@@ -717,6 +915,14 @@ std::string Tokenizer::describe() const {
   }
   int specials = 0;
   for (const auto& a : t.added) specials += a.special;
+  if (t.tiktoken) {
+    std::snprintf(buf, sizeof buf,
+                  "tiktoken BPE from %s: %zu ranked tokens, %zu special tokens, pre-tokenizer %s, "
+                  "ids 0..%d",
+                  t.origin.c_str(), t.raw_vocab.size(), t.added.size(), t.pattern_summary.c_str(),
+                  vocab_size() - 1);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "byte-level BPE from %s: %zu vocabulary entries, %zu merges, %zu added tokens "
                 "(%d special), normalizer %s, pre-tokenizer %s, ids 0..%d",

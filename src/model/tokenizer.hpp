@@ -19,14 +19,21 @@ class Tokenizer {
   static Tokenizer from_file(const std::string& path);
   // The same from the JSON text itself; `origin` names it in messages and describe().
   static Tokenizer from_json(const std::string& json_text, const std::string& origin);
+  // A tiktoken-style BPE as Kimi-Linear ships it: `model_path` holds one "base64(bytes) rank"
+  // line per token (ranks 0..n-1, every single byte among them); Kimi's split pattern; the
+  // 256 + 2 special ids n .. n+257, named from `config_path`'s added_tokens_decoder (its
+  // tokenizer_config.json; "" = none) and otherwise <|reserved_token_<id>|>. Encodes as the
+  // tiktoken library does (whole piece first, then the lowest-ranked adjacent merge).
+  static Tokenizer from_tiktoken(const std::string& model_path, const std::string& config_path);
   // The fallback: token id = byte value + offset (256 ids), no merges, no special tokens.
   static Tokenizer byte_level(int32_t offset = 0);
   // What for_model gives a folder without tokenizer.json: the byte-level fallback, or one
   // that still decodes bytes but refuses to encode text (naming the missing file), so text
   // commands never run silently on the wrong tokens.
   enum class Fallback { kByteLevel, kRefuseText };
-  // DIR/tokenizer.json when it exists (or `path` itself when it names a .json file),
-  // otherwise the byte-level fallback with offset 0 (refusing text, per `fallback`).
+  // DIR/tokenizer.json when it exists (or `path` itself when it names a .json file), else
+  // DIR/tiktoken.model (with DIR/tokenizer_config.json when present), otherwise the
+  // byte-level fallback with offset 0 (refusing text, per `fallback`).
   static Tokenizer for_model(const std::string& path, Fallback fallback = Fallback::kByteLevel);
   // Throws hypic::Error when this tokenizer refuses text (see Fallback::kRefuseText).
   void require_text_support() const;

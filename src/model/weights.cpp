@@ -24,6 +24,9 @@ size_t ModelWeights::parameter_count() const {
     const AttentionWeights& a = L.attn;
     n += static_cast<size_t>(a.q_proj.numel() + a.k_proj.numel() + a.v_proj.numel() +
                              a.o_proj.numel() + a.q_norm.numel() + a.k_norm.numel());
+    const LightningWeights& lw = L.lightning;
+    n += static_cast<size_t>(lw.qkv_proj.numel() + lw.output_gate.numel() + lw.norm.numel() +
+                             lw.out_proj.numel());
     n += mlp_count(L.mlp);
     n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
                              L.moe.shared_expert_gate.numel());
@@ -68,6 +71,9 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
                       &L.linear.norm, &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj,
                       &L.attn.v_proj, &L.attn.o_proj, &L.attn.q_norm, &L.attn.k_norm, &L.moe.router,
                       &L.moe.router_bias, &L.moe.shared_expert_gate})
+      upload(*t, be);
+    for (Tensor* t : {&L.lightning.qkv_proj, &L.lightning.output_gate, &L.lightning.norm,
+                      &L.lightning.out_proj})
       upload(*t, be);
     upload(L.mlp, be);
     for (MlpWeights& e : L.moe.experts) upload(e, be);

@@ -27,12 +27,23 @@ struct GdnWeights {
 
 // Gated softmax attention.
 struct AttentionWeights {
-  Tensor q_proj;  // [H*hd*2, hidden]; per head the rows are [query (hd) | gate (hd)]
+  // [H*hd*2, hidden]; per head the rows are [query (hd) | gate (hd)]; without an output gate
+  // (ModelConfig::attention_output_gate false) [H*hd, hidden]
+  Tensor q_proj;
   Tensor k_proj;  // [Hkv*hd, hidden]
   Tensor v_proj;  // [Hkv*hd, hidden]
   Tensor o_proj;  // [hidden, H*hd]
-  Tensor q_norm;  // [hd] zero-centred RMSNorm weight
-  Tensor k_norm;  // [hd] zero-centred RMSNorm weight
+  Tensor q_norm;  // [hd] RMSNorm weight (empty without q/k norms)
+  Tensor k_norm;  // [hd] RMSNorm weight (empty without q/k norms)
+};
+
+// MiniMax lightning attention (model/layers_lightning.hpp): H = num_attention_heads heads of
+// head_dim hd; its per-head decay comes from the config, not from a weight.
+struct LightningWeights {
+  Tensor qkv_proj;     // [H*3*hd, hidden]; per head the rows are [q (hd) | k (hd) | v (hd)]
+  Tensor output_gate;  // [H*hd, hidden]
+  Tensor norm;         // [H*hd] plain RMSNorm weight over all heads
+  Tensor out_proj;     // [hidden, H*hd]
 };
 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)).
@@ -51,10 +62,11 @@ struct MoeWeights {
 
 struct LayerWeights {
   LayerKind kind = LayerKind::Linear;
-  Tensor input_norm;      // [hidden] (zero-centred where cfg.zero_centred_norm)
-  Tensor post_attn_norm;  // [hidden] (likewise)
-  GdnWeights linear;      // when kind == Linear
-  AttentionWeights attn;  // when kind == FullAttention
+  Tensor input_norm;           // [hidden] (zero-centred where cfg.zero_centred_norm)
+  Tensor post_attn_norm;       // [hidden] (likewise)
+  GdnWeights linear;           // when kind == Linear
+  AttentionWeights attn;       // when kind == FullAttention
+  LightningWeights lightning;  // when kind == Lightning
   bool is_moe = false;
   MlpWeights mlp;  // when !is_moe
   MoeWeights moe;  // when is_moe

@@ -49,21 +49,22 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                   const SegmentEntry& entry, int layer, int64_t segment_start, bool addition,
                   model::LayerCache& cache) {
   const bool host = be.device() == Device::Host;
-  if (cache.kind == model::LayerKind::Linear) {
+  if (cache.kind != model::LayerKind::FullAttention) {  // Gated DeltaNet or lightning
     for (const LinearLayerEntry& l : entry.linear) {
       if (l.layer != layer) continue;
       HYPIC_REQUIRE(cache.conv.shape() == l.conv.shape(),
                     "segment entry does not fit layer " + std::to_string(layer));
       if (host) {
         apply_layers(be, {&l.summary}, {cache.state.data()}, addition);
-        be.copy_within(cache.conv.data(), l.conv.data(), l.conv.bytes());
+        if (l.conv.rank() > 0) be.copy_within(cache.conv.data(), l.conv.data(), l.conv.bytes());
         return;
       }
       std::vector<Tensor> held;  // the uploaded summary arrays, alive until the op has run
       const kernels::TransitionRef ref = transition_on(be, l.summary, held);
       float* state = model::f32(cache.state);
       be.compose_states(&ref, &state, 1, addition);
-      be.copy_from_host(model::f32(cache.conv), l.conv.data(), l.conv.bytes());
+      if (l.conv.rank() > 0)
+        be.copy_from_host(model::f32(cache.conv), l.conv.data(), l.conv.bytes());
       be.synchronize();
       return;
     }

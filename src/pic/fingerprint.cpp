@@ -23,6 +23,10 @@ void for_each_tensor(const model::ModelWeights& w,
       for (const Tensor* t : {&l.linear.in_proj, &l.linear.conv1d, &l.linear.dt_bias,
                               &l.linear.A_log, &l.linear.norm, &l.linear.out_proj})
         visit(*t);
+    } else if (l.kind == model::LayerKind::Lightning) {
+      for (const Tensor* t : {&l.lightning.qkv_proj, &l.lightning.output_gate, &l.lightning.norm,
+                              &l.lightning.out_proj})
+        visit(*t);
     } else {
       for (const Tensor* t : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
                               &l.attn.q_norm, &l.attn.k_norm})

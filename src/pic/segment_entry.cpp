@@ -13,6 +13,12 @@ namespace {
 std::string linear_name(int layer, const char* what) {
   return "linear/" + std::to_string(layer) + "/" + what;
 }
+// The stored shape of T: [H] for a scalar T, [H, dk, dk] dense.
+std::vector<int64_t> t_shape(const LinearSummary& s) {
+  if (s.structure == TStructure::Scalar) return {s.heads};
+  return {s.heads, s.dk, s.dk};
+}
+
 std::string attn_name(int layer, const char* what) {
   return "attn/" + std::to_string(layer) + "/" + what;
 }
@@ -60,7 +66,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   std::vector<Tensor> state_w(cache.layers.size());
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind != model::LayerKind::Linear) continue;
+    if (lc.kind == model::LayerKind::FullAttention) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
     lc.transition = Tensor();
@@ -84,24 +90,33 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   entry.junction = w;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind == model::LayerKind::Linear) {
+    if (lc.kind != model::LayerKind::FullAttention) {
+      // Lightning layers (one constant decay per head) keep T as one scalar per head.
+      const bool scalar = lc.kind == model::LayerKind::Lightning;
       HYPIC_REQUIRE(
-          lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
+          lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
           "the forward pass did not capture the transition of layer " + std::to_string(l));
       LinearLayerEntry le;
       le.layer = static_cast<int>(l);
       LinearSummary& s = le.summary;
-      s.structure = TStructure::Dense;
+      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
       s.heads = Hv;
       s.dk = dk;
       s.dv = dv;
       s.tokens = n - w;
       s.t = lc.transition.take_vector();
       s.s = lc.state.take_vector();
-      if (w > 0)  // S(R|0) = S_n − T_R · S_w, head by head
+      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head
+        const float* sw = state_w[l].data();
+        const size_t per = static_cast<size_t>(dk) * dv;
+        for (int h = 0; h < Hv; ++h)
+          for (size_t i = 0; i < per; ++i)
+            s.s[h * per + i] -= s.t[static_cast<size_t>(h)] * sw[h * per + i];
+      } else if (w > 0) {  // S(R|0) = S_n − T_R · S_w, head by head
         be.gemm_strided_batched(false, false, dk, dv, dk, -1.0f, s.t.data(), dk, int64_t(dk) * dk,
                                 state_w[l].data(), dv, int64_t(dk) * dv, 1.0f, s.s.data(), dv,
                                 int64_t(dk) * dv, Hv);
+      }
       le.conv = std::move(lc.conv);
       entry.linear.push_back(std::move(le));
     } else {
@@ -120,11 +135,11 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    Tensor t = Tensor::from_vector({s.heads, s.dk, s.dk}, s.t);
+    Tensor t = Tensor::from_vector(t_shape(s), s.t);
     Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
-    out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
+    if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
@@ -139,12 +154,12 @@ store::EntryView store_view(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "T"),
-                       store::ArrayView{{s.heads, s.dk, s.dk}, s.t.data()});
+    out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{t_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
-    out.arrays.emplace(linear_name(l.layer, "conv"),
-                       store::ArrayView{l.conv.shape(), l.conv.data()});
+    if (l.conv.rank() > 0)
+      out.arrays.emplace(linear_name(l.layer, "conv"),
+                         store::ArrayView{l.conv.shape(), l.conv.data()});
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
@@ -163,19 +178,22 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   entry.n_tokens = n;
   entry.junction = w;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    if (cfg.layer_types.at(static_cast<size_t>(l)) == model::LayerKind::Linear) {
+    const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
+    if (kind != model::LayerKind::FullAttention) {
+      const bool scalar = kind == model::LayerKind::Lightning;  // T: one scalar per head
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;
-      s.structure = TStructure::Dense;
+      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
       s.heads = static_cast<int>(Hv);
       s.dk = static_cast<int>(dk);
       s.dv = static_cast<int>(dv);
       s.tokens = n - w;
-      s.t = take(stored, linear_name(l, "T"), {Hv, dk, dk}).take_vector();
+      s.t = take(stored, linear_name(l, "T"), t_shape(s)).take_vector();
       s.s = take(stored, linear_name(l, "S"), {Hv, dk, dv}).take_vector();
-      le.conv = take(stored, linear_name(l, "conv"),
-                     {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
+      if (!scalar)
+        le.conv = take(stored, linear_name(l, "conv"),
+                       {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
       entry.linear.push_back(std::move(le));
     } else {
       AttentionLayerEntry ae;
@@ -198,7 +216,7 @@ void round_to_dtype(SegmentEntry& entry, DType dtype) {
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
     round(l.summary.s.data(), l.summary.s.size());
-    round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
+    if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
   for (AttentionLayerEntry& a : entry.attention) {
     round(a.k.data(), static_cast<size_t>(a.k.numel()));

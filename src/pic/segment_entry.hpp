@@ -2,6 +2,7 @@
 // Segment entries (MATH.md §2-§5): what is cached for one segment, computed in isolation
 // at segment-local positions, for the tokens after its junction window R = c_w … c_{n−1}:
 //   linear layer    T_R [Hv, dk, dk], S(R|0) [Hv, dk, dv], conv tail [K−1, conv_dim]
+//   lightning layer T_R [H] (one scalar per head), S(R|0) [H, hd, hd], no conv
 //   attention layer K, V [n − w, Hkv, hd], K rotated at local positions w … n−1
 // and the conversion to and from the store's named arrays.
 #include <cstdint>
@@ -16,8 +17,8 @@ namespace hypic::pic {
 
 struct LinearLayerEntry {
   int layer = 0;
-  LinearSummary summary;  // Dense T_R and S(R|0)
-  Tensor conv;            // the layer's conv state after the whole segment
+  LinearSummary summary;  // T_R (Dense; Scalar for lightning layers) and S(R|0)
+  Tensor conv;            // the layer's conv state after the whole segment (none: lightning)
 };
 
 struct AttentionLayerEntry {

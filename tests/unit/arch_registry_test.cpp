@@ -33,8 +33,8 @@ const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 TEST(ArchRegistry, ListsTheSupportedArchitectures) {
   std::vector<std::string> names;
   for (const ArchSpec* a : architectures()) names.push_back(a->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe"}));
-  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5, qwen3_5_moe");
+  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe", "minimax"}));
+  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5, qwen3_5_moe, minimax");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size())
       << "two architectures share a name";
 }
@@ -58,11 +58,12 @@ TEST(ArchRegistry, LookupByNameAndModelType) {
 
 TEST(ArchRegistry, UnknownNamesListTheSupportedOnes) {
   const std::string cfg = error_of([] { ModelConfig::from_json({{"model_type", "foo"}}); });
-  EXPECT_EQ(
-      cfg,
-      "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
+  EXPECT_EQ(cfg,
+            "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, "
+            "qwen3_5_moe, minimax)");
   const std::string arch = error_of([] { parse_arch("foo"); });
-  EXPECT_EQ(arch, "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
+  EXPECT_EQ(arch,
+            "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe, minimax)");
   for (const ArchSpec* a : architectures()) {
     const std::string preset = error_of([&] { preset_config(*a, "huge"); });
     EXPECT_NE(preset.find("unknown preset 'huge'"), std::string::npos) << preset;
@@ -100,7 +101,10 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
 
       const int64_t rows = c.linear_conv_dim() + c.linear_value_dim() +
                            2 * static_cast<int64_t>(c.linear_num_value_heads);
-      std::vector<int> hits(static_cast<size_t>(rows), 0);
+      // Only Gated DeltaNet layers have an in_proj (MiniMax's lightning layers do not).
+      const bool gdn =
+          std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
+      std::vector<int> hits(gdn ? static_cast<size_t>(rows) : 0, 0);
       for (const InProjPart& part : a->linear_in_proj(c))
         for (int64_t r : part.rows) {
           ASSERT_GE(r, 0);

@@ -68,6 +68,8 @@ constexpr Tolerance kTolerances[] = {
     {Op::MoeGather, 0.0, "a copy"},
     {Op::MoeScatterAdd, 1e-6, "one multiply-add per element"},
     {Op::ComposeStates, 1e-5, "dk-term f32 products"},
+    {Op::RmsNorm, 1e-6, "one f32 reduction per row"},
+    {Op::Axpby, 1e-6, "element-wise"},
 };
 
 double tolerance(Op op) {
@@ -530,6 +532,27 @@ TEST_P(BackendOps, RmsNormZeroCentred) {
         be().rms_norm_zero_centred(dx, put(w), y, rows, cols, 1e-6f);
         expect_close(get(y, x.size()), ref::rms_norm_zc(x, w, rows, cols, 1e-6),
                      Op::RmsNormZeroCentred, std::to_string(rows) + "x" + std::to_string(cols));
+        release();
+      }
+}
+
+TEST_P(BackendOps, Axpby) {
+  REQUIRE_OP(Op::Axpby);
+  std::mt19937 rng(20);
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(4097), int64_t(70000)})
+    for (float b : {0.0f, 1.0f, 0.75f})
+      for (bool in_place : {false, true}) {
+        const Vec x = randn(size_t(n), rng), y = randn(size_t(n), rng);
+        const float a = 3.5f;
+        Vec want(static_cast<size_t>(n));
+        for (size_t i = 0; i < want.size(); ++i)
+          want[i] =
+              in_place ? float((double(a) + b) * x[i]) : float(a * double(x[i]) + b * double(y[i]));
+        float* dx = put(x);
+        float* dy = in_place ? dx : put(y);
+        be().axpby(dx, dy, n, a, b);
+        expect_close(get(dy, want.size()), want, Op::Axpby,
+                     "n=" + std::to_string(n) + " b=" + std::to_string(b));
         release();
       }
 }

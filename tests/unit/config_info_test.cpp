@@ -90,6 +90,53 @@ TEST(ConfigInfo, RingMiniLinearMatchesThePublishedCounts) {
   EXPECT_EQ(s.entry_fixed_bytes, 16u * (16 + 16 * 128 * 128) * 2);
 }
 
+// Qwen3.5-122B-A10B, text decoder: "122B" total, "A10B" activated (the model name; the
+// card's figures are the name's). 8 of 256 experts + the shared one per layer.
+TEST(ConfigInfo, Qwen35MoeLargeMatchesThePublishedCount) {
+  const ConfigSummary s = summary("qwen3.5-122b-a10b.json");
+  EXPECT_TRUE(s.runnable);
+  EXPECT_EQ(s.architecture, "qwen3_5_moe");
+  EXPECT_EQ(s.layers, 48);
+  EXPECT_EQ(s.linear_layers, 36);
+  EXPECT_EQ(s.full_layers, 12);
+  std::printf("[ config   ] qwen3.5-122b-a10b: %llu total, %llu active\n",
+              static_cast<unsigned long long>(s.total_parameters),
+              static_cast<unsigned long long>(s.active_parameters));
+  EXPECT_LE(rel(s.total_parameters, 122e9), 0.01);
+  // "A10B" is rounded (as "A3B" above): 9.8B with the embeddings, 8.3B without.
+  EXPECT_GE(s.active_parameters, 9.5e9);
+  EXPECT_LT(s.active_parameters, 10.5e9);
+  // 12 full layers x (K + V) x 2 KV heads x 256 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 12u * 2 * 2 * 256 * 2);
+  // 36 linear layers x (T 64x128x128 + S 64x128x128 + conv 3 x (2·16·128 + 64·128)) x bf16
+  EXPECT_EQ(s.entry_fixed_bytes, 36u * (2 * 64 * 128 * 128 + 3 * 12288) * 2);
+}
+
+// MiniMax-Text-01: "456 billion total parameters, of which 45.9 billion are activated per
+// token" (the MiniMax-01 report and model card); the 45.9B leave out the embeddings (with them
+// 48.4B). Its lightning layers keep T as one scalar per head.
+TEST(ConfigInfo, MiniMaxText01MatchesThePublishedCounts) {
+  const ConfigSummary s = summary("minimax-text-01.json");
+  EXPECT_TRUE(s.runnable);
+  EXPECT_EQ(s.architecture, "minimax");
+  EXPECT_EQ(s.linear_kind, "lightning attention");
+  EXPECT_EQ(s.layers, 80);
+  EXPECT_EQ(s.linear_layers, 70);
+  EXPECT_EQ(s.full_layers, 10);  // every 8th layer
+  std::printf("[ config   ] minimax-text-01: %llu total, %llu active (%llu without embeddings)\n",
+              static_cast<unsigned long long>(s.total_parameters),
+              static_cast<unsigned long long>(s.active_parameters),
+              static_cast<unsigned long long>(s.active_parameters - s.embedding_parameters));
+  EXPECT_LE(rel(s.total_parameters, 456e9), 0.01);
+  EXPECT_LE(rel(s.active_parameters - s.embedding_parameters, 45.9e9), 0.01);
+  // 10 softmax layers x (K + V) x 8 KV heads x 128 x bf16
+  EXPECT_EQ(s.kv_bytes_per_token, 10u * 2 * 8 * 128 * 2);
+  // 70 lightning layers x (T: 64 scalars + S 64 x 128 x 128) x bf16, no conv tail; a dense
+  // T would add 64 x 128 x 128 per layer (the entry's linear part would double)
+  EXPECT_EQ(s.entry_fixed_bytes, 70u * (64 + 64 * 128 * 128) * 2);
+  EXPECT_EQ(s.entry_t_form, "one scalar per head (constant decay)");
+}
+
 TEST(ConfigInfo, UnknownModelTypeIsOneClearLine) {
   const std::string e = test_util::error_of([] { summarize_config({{"model_type", "llama"}}); });
   EXPECT_NE(e.find("unsupported model_type 'llama'"), std::string::npos) << e;

@@ -121,6 +121,9 @@ class HostMemoryDevice final : public kn::Backend {
     h().sigmoid_gate(x, g, r, c, ld);
   }
   void swiglu(const float* gu, float* o, int r, int w) const override { h().swiglu(gu, o, r, w); }
+  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
+    h().axpby(x, y, n, a, b);
+  }
   void add_sigmoid_scaled(float* x, const float* y, const float* l, int r, int c) const override {
     h().add_sigmoid_scaled(x, y, l, r, c);
   }

@@ -101,6 +101,11 @@ Sequence make_sequence(Member m, int T, unsigned seed) {
       s.g.resize(static_cast<size_t>(T) * kHv);
       for (auto& x : s.g) x = -0.2f * u01(rng);
       break;
+    case Member::Lightning:  // MiniMax's constant slopes 2^(−8(h+1)/H), the same every token
+      s.g.resize(static_cast<size_t>(T) * kHv);
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < kHv; ++h) s.g[t * kHv + h] = -std::exp2(-8.0f * (h + 1) / kHv);
+      break;
     default:
       break;
   }
@@ -130,7 +135,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 
 const Member kMembers[] = {
     Member::LinearAttention, Member::RetNet,        Member::Mamba2, Member::GLA,
-    Member::DeltaNet,        Member::GatedDeltaNet, Member::KDA};
+    Member::DeltaNet,        Member::GatedDeltaNet, Member::KDA,    Member::Lightning};
 
 class FamilyMember : public ::testing::TestWithParam<Member> {};
 

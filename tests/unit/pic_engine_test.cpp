@@ -127,8 +127,11 @@ TEST(PicEngine, FirstLinearLayerComposedStateEqualsRecompute) {
         arch, e8, e0, eb, eh, rel(w8.layers[2].state, full.layers[2].state));
     EXPECT_LE(e8, 1e-5);
     EXPECT_LE(conv, 1e-6);
-    EXPECT_GT(e0, 10 * e8);  // without the window, the conv tail of each segment is wrong
-    EXPECT_LE(eb, 1e-2);     // bf16 T and S(R|0): one rounding's worth (2^-9), not compounding
+    if (!full.layers[0].conv.empty())
+      EXPECT_GT(e0, 10 * e8);  // without the window, the conv tail of each segment is wrong
+    else  // no conv (lightning): layer 0 reads only its own tokens, W=0 is exact as well
+      EXPECT_LE(e0, 1e-5);
+    EXPECT_LE(eb, 1e-2);  // bf16 T and S(R|0): one rounding's worth (2^-9), not compounding
     EXPECT_LE(eh, 2e-3);
     EXPECT_EQ(w8.n_tokens, full.n_tokens);
   }

@@ -3,6 +3,7 @@
 // without special tokens, lossy decoding of cut characters, the "a b" merges layout, the
 // byte-level fallback, refusals, and encode throughput.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -169,6 +170,54 @@ TEST(Tokenizer, RefusesInvalidUtf8AndUnsupportedFiles) {
   EXPECT_THROW(Tokenizer::from_json(j.dump(), "x.json"), hypic::Error);
   EXPECT_THROW(Tokenizer::from_json("{not json", "x.json"), hypic::Error);
   EXPECT_THROW(Tokenizer::from_file(kDir + "/missing.json"), hypic::Error);
+}
+
+// Kimi's tiktoken.model layout (scripts/make_tiktoken_golden.py: a synthetic 956-rank file,
+// Kimi's published split pattern and 258 special ids; golden ids from the tiktoken library).
+TEST(Tokenizer, KimiTiktokenMatchesTiktoken) {
+  const std::string dir = kDir + "/kimi";
+  const json g = json::parse(read_file(dir + "/golden.json"));
+  const Tokenizer tok = Tokenizer::for_model(dir);
+  EXPECT_NE(tok.describe().find("tiktoken BPE"), std::string::npos) << tok.describe();
+  const int n = g["ranks"].get<int>();
+  EXPECT_EQ(tok.vocab_size(), n + 258);
+  EXPECT_EQ(tok.token_to_id("[BOS]"), n);
+  EXPECT_EQ(tok.token_to_id("<|im_end|>"), n + 2);
+  EXPECT_EQ(tok.token_to_id("<|reserved_token_" + std::to_string(n + 5) + "|>"), n + 5);
+  EXPECT_TRUE(tok.is_special(n + 2));
+  EXPECT_FALSE(tok.is_special(n - 1));
+  int checked = 0;
+  for (const json& c : g["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    const auto ids = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.encode(text, true), ids) << show(text);
+    EXPECT_EQ(tok.encode(text, false), c["ids_special_as_text"].get<std::vector<int32_t>>())
+        << show(text);
+    EXPECT_EQ(tok.decode(ids), c["decoded"].get<std::string>()) << show(text);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 25);
+}
+
+TEST(Tokenizer, KimiTiktokenRefusesMalformedFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hypic_tiktoken_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = read_file(kDir + "/kimi/tiktoken.model");
+  auto refused = [&](const std::string& content, const std::string& what) {
+    std::ofstream(dir / "tiktoken.model", std::ios::binary) << content;
+    try {
+      Tokenizer::for_model(dir.string());
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const hypic::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused("not-base64! 0\n", "expected '<base64 token> <rank>'");
+  refused(model.substr(model.find('\n') + 1), "out of order");
+  refused("QQ== 0\nQg== x\n", "not an integer");
+  refused("QQ== 0\n", "byte 0 has no rank");
+  fs::remove_all(dir);
 }
 
 TEST(Tokenizer, NfcMatchesPythonOnCanonicalEquivalents) {

@@ -58,6 +58,14 @@ class ArchSpec {
   // Tensor-name prefixes that loading skips without complaint (parts hypic does not run,
   // such as multi-token prediction heads or a vision tower).
   virtual std::vector<std::string> ignored_prefixes() const = 0;
+  // Tensor-name suffixes that loading skips: buffers a checkpoint carries that hypic derives
+  // from config.json (MiniMax's lightning decay tables).
+  virtual std::vector<std::string> ignored_suffixes() const { return {}; }
+  // Per expert, the names of its gate, up and down projections (Mixtral-style checkpoints:
+  // w1, w3, w2).
+  virtual std::vector<std::string> expert_projections() const {
+    return {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+  }
   // Whether saving writes the experts as fused stacks (mlp.experts.gate_up_proj [E, 2I, H],
   // mlp.experts.down_proj [E, H, I]) rather than one tensor per expert: true where
   // transformers knows no per-expert form of the architecture. Loading reads either.

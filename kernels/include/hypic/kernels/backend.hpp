@@ -66,6 +66,7 @@ enum class Op {
   MoeGather,
   MoeScatterAdd,
   ComposeStates,
+  Axpby,
   kCount
 };
 const char* op_name(Op op);
@@ -140,6 +141,8 @@ class Backend : public Allocator {
   virtual void swiglu(const float* gate_up, float* out, int rows, int width) const = 0;
   virtual void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                                   int cols) const = 0;
+  // y[i] = a · x[i] + b · y[i], i < n (b = 0: y only written); y may alias x.
+  virtual void axpby(const float* x, float* y, int64_t n, float a, float b) const = 0;
   virtual void gdn_gates(const float* b, const float* a, int ld, const float* A_log,
                          const float* dt_bias, float* beta, float* g, int rows,
                          int heads) const = 0;

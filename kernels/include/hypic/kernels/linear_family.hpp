@@ -6,7 +6,8 @@
 // erase (I − β_t k_t k_tᵀ), and B_t = β_t k_t v_tᵀ (β = 1 without erase):
 //   member            decay      erase   T_C structure
 //   linear attention  none       no      scalar (identity)
-//   RetNet, Mamba2    scalar     no      scalar per head
+//   RetNet, Mamba2,   scalar     no      scalar per head
+//   lightning
 //   GLA               diagonal   no      diagonal, dk per head
 //   DeltaNet          none       yes     dense dk×dk
 //   Gated DeltaNet    scalar     yes     dense dk×dk
@@ -26,7 +27,8 @@ struct FamilySpec {
   bool delta = false;  // delta-rule erase after the decay
 };
 
-enum class Member { LinearAttention, RetNet, Mamba2, GLA, DeltaNet, GatedDeltaNet, KDA };
+// Lightning: MiniMax's lightning attention, a constant scalar decay per head (e^{−slope_h}).
+enum class Member { LinearAttention, RetNet, Mamba2, GLA, DeltaNet, GatedDeltaNet, KDA, Lightning };
 FamilySpec member_spec(Member m);
 const char* member_name(Member m);
 
