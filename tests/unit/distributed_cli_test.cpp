@@ -86,6 +86,11 @@ TEST_F(DistributedCli, EvalPredictionsDoNotDependOnTheRanks) {
     ASSERT_EQ(r.code, 0) << r.err;
     expect_workers(r, ranks);
     EXPECT_NE(r.err.find("eval: warm-up"), std::string::npos) << r.err;
+    // How entries went between the ranks, in each mode's metrics.json.
+    const json m = json::parse(slurp(out + "/pic/metrics.json"));
+    EXPECT_EQ(m["entry_path"], ranks == 1 ? "in-process" : "host-mpi") << ranks;
+    EXPECT_EQ(m["entry_path_reason"],
+              ranks == 1 ? "one rank: entries stay in its memory" : "rank 0 computes on the host");
     pic.push_back(predictions(out + "/pic/hotpotqa.jsonl"));
     add.push_back(predictions(out + "/pic-addition/hotpotqa.jsonl"));
     full.push_back(predictions(out + "/full/hotpotqa.jsonl"));
