@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <vector>
 
@@ -25,10 +26,21 @@ class HostMemoryDevice final : public kn::Backend {
   void* allocate(size_t bytes) const override {
     void* p = std::malloc(bytes == 0 ? 1 : bytes);
     if (p == nullptr) throw std::bad_alloc();
+    sizes[p] = bytes;
     return p;
   }
+  // Waits only for uploads into the freed block (cudaFree waits for all): a fence missing
+  // elsewhere must not be hidden by an unrelated free.
   void deallocate(void* p) const noexcept override {
-    upload_fence(tickets);  // as cudaFree: waits for the uploads in flight
+    const auto it = sizes.find(p);
+    if (it != sizes.end()) {
+      const auto* lo = static_cast<const unsigned char*>(p);
+      for (size_t i = 0; i < pending.size(); ++i) {
+        const auto* d = static_cast<const unsigned char*>(pending[i].dst);
+        if (d >= lo && d < lo + it->second && base + i + 1 > fenced) upload_fence(base + i + 1);
+      }
+      sizes.erase(it);
+    }
     std::free(p);
   }
   void copy_to_host(void* d, const void* s, size_t n) const override { std::memcpy(d, s, n); }
@@ -166,7 +178,8 @@ class HostMemoryDevice final : public kn::Backend {
     const void* src;
     size_t bytes;
   };
-  mutable std::vector<Pending> pending;  // tickets base+1 … tickets, not yet copied
+  mutable std::vector<Pending> pending;   // tickets base+1 … tickets, not yet copied
+  mutable std::map<void*, size_t> sizes;  // live allocations
   mutable uint64_t tickets = 0, fenced = 0, base = 0;
 };
 
