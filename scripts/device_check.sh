@@ -2,14 +2,17 @@
 # The GPU check of issue #14, for a fresh machine with one GPU, ~16 cores and the CUDA toolkit:
 # configures with CUDA for the GPU's architecture, builds, runs the op harness (every CUDA op
 # against the host references, f32 and bf16 GEMM), the device forward tests, the golden and
-# cache-contract tests on the CUDA backend, the PIC tests, then `hypic bench forward` and
-# `hypic bench ttft`, and prints one table. Every step has a time bound (about 8 minutes in
-# all: the bounds below add up to 480 s). Exit status 0 only when every step passed and nothing CUDA was skipped; no visible GPU
-# is a failure, not a pass.
+# cache-contract tests on the CUDA backend, the PIC tests on the CUDA backend (composed state =
+# recompute, the modes' KL ordering), rank invariance under mpirun with every rank on the GPU,
+# then `hypic bench forward` (bench preset at 4096 tokens; and a cold 32k-token prefill of the
+# Qwen3.5-35B-A3B shape, random weights, 4 of its 40 layers, scaled to 40), and `hypic bench
+# ttft` (prefix vs pic at 16 x 512 tokens), and prints one table. Every step has a time bound
+# (about 8 minutes in all: the bounds below add up to 480 s). Exit status 0 only when every
+# step passed and nothing CUDA was skipped; no visible GPU is a failure, not a pass.
 #
 # Usage: scripts/device_check.sh [BUILD_DIR]   (default build-cuda)
-# What runs where: the forward pass and the PIC path compute on the device; segment entries
-# stay in host memory (docs/architecture.md, "What runs where").
+# What runs where: the forward pass and the PIC path compute on the device, and the memory
+# tier's segment entries are resident there (docs/architecture.md, "What runs where").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build-cuda}
@@ -61,14 +64,14 @@ mkdir -p "$LOG"
 
 # 1. Configure and build with CUDA for this GPU's architecture only.
 # shellcheck disable=SC2086  # HYPIC_CMAKE_ARGS holds several flags
-step configure 30 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHYPIC_CUDA=ON \
+step configure 20 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHYPIC_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$CC" ${HYPIC_CMAKE_ARGS:-}
 if [[ $RC -ne 0 ]]; then
   row configure cuda FAIL $SECS "see $LOG/configure.log"
   table
   exit 1
 fi
-step build 240 cmake --build "$BUILD" -j "$JOBS" --target hypic hypic_unit_tests
+step build 220 cmake --build "$BUILD" -j "$JOBS" --target hypic hypic_unit_tests hypic_mpi_tests
 if [[ $RC -ne 0 ]]; then
   row "build (sm_$CC)" cuda FAIL $SECS "see $LOG/build.log"
   table
@@ -79,7 +82,7 @@ HYPIC=$BUILD/src/hypic
 TESTS=$BUILD/tests/hypic_unit_tests
 
 # 2. The op harness on cuda and the device forward tests: nothing may be skipped.
-step op_harness 50 "$TESTS" \
+step op_harness 40 "$TESTS" \
   --gtest_filter='Backends/BackendOps.*/cuda:BackendOpsDtype.*:CudaBackend.*:DeviceForward.*'
 counts=$(gtest_counts "$LOG/op_harness.log")
 if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
@@ -89,7 +92,7 @@ else
 fi
 
 # 3. Golden logits against transformers and the cache contract, on the CUDA backend.
-step golden 30 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
+step golden 25 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
   --gtest_filter='Models/Golden.*:*CacheContract*:GoldenData.*'
 counts=$(gtest_counts "$LOG/golden.log")
 if [[ $RC -eq 0 && $counts == *" 0 skipped, 0 failed" && $counts != "0 passed"* ]]; then
@@ -98,19 +101,37 @@ else
   row "golden + cache contract" cuda FAIL $SECS "$counts (see $LOG/golden.log)"
 fi
 
-# 4. The PIC tests (composed state = recompute, modes' ordering, the device data path).
-step pic 30 "$TESTS" --gtest_filter='PicEngine.*:PicModes.*:LinearSummary*:DevicePlumbing.*'
+# 4. The PIC tests on the CUDA backend (composed state = recompute, modes' KL ordering, cold
+# fill and tiers), the device data path (stand-in device: upload counts) and the rank -> GPU
+# choices.
+step pic 40 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
+  --gtest_filter='PicEngine.*:PicModes.*:Models/PicModesPerArch.*:DevicePlumbing.*:GpuPlan.*'
 counts=$(gtest_counts "$LOG/pic.log")
 if [[ $RC -eq 0 && $counts == *", 0 failed" && $counts != "0 passed"* ]]; then
-  row "PIC tests" host PASS $SECS "$counts (engine tests build host models)"
+  row "PIC tests" cuda PASS $SECS "$counts"
 else
-  row "PIC tests" host FAIL $SECS "$counts (see $LOG/pic.log)"
+  row "PIC tests" cuda FAIL $SECS "$counts (see $LOG/pic.log)"
+fi
+
+# 4b. Rank invariance on the GPU: 3 ranks (rank 0 composes, 2 workers), all on this GPU, so
+# entries go through host memory and MPI; answers and logits bit-identical to one process.
+if command -v mpirun >/dev/null; then
+  step mpi 30 env HYPIC_TEST_DEVICE=cuda OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -n 3 --oversubscribe "$BUILD/tests/hypic_mpi_tests" --gtest_filter='Distributed.*:ClusterWorld.*'
+  counts=$(gtest_counts "$LOG/mpi.log")
+  if [[ $RC -eq 0 && $counts == *", 0 failed" && $counts != "0 passed"* ]]; then
+    row "rank invariance (3 ranks)" cuda PASS $SECS "$counts (rank 0's)"
+  else
+    row "rank invariance (3 ranks)" cuda FAIL $SECS "$counts (see $LOG/mpi.log)"
+  fi
+else
+  row "rank invariance (3 ranks)" cuda SKIP 0 "mpirun not found"
 fi
 
 # 5. bench forward on the device: prefill of the bench preset at 4096 tokens.
 MODEL=$BUILD/device_check_model
-step model_init 30 "$HYPIC" model init --arch qwen3_5 --preset bench --seed 1 --out "$MODEL"
-step bench_forward 45 "$HYPIC" bench forward --model "$MODEL" --tokens 4096 --reps 2 \
+step model_init 10 "$HYPIC" model init --arch qwen3_5 --preset bench --seed 1 --out "$MODEL"
+step bench_forward 35 "$HYPIC" bench forward --model "$MODEL" --tokens 4096 --reps 2 \
   --device cuda --json "$LOG/bench_forward.json"
 if [[ $RC -eq 0 ]] && grep -q '"device": "cuda"' "$LOG/bench_forward.json"; then
   fig=$(grep -E 'prefill [0-9]+ tokens|bf16 GEMM rate|cuBLAS' "$LOG/bench_forward.log" | tr '\n' ' ')
@@ -119,8 +140,21 @@ else
   row "bench forward (4096 tokens)" cuda FAIL $SECS "see $LOG/bench_forward.log"
 fi
 
-# 6. bench ttft on the device: prefix vs pic with a warm store.
-step bench_ttft 25 "$HYPIC" bench ttft --preset small --segments 16 --segment-tokens 512 \
+# 5b. A cold 32k-token query of the Qwen3.5-35B-A3B shape: random weights, 4 of its 40 layers
+# (3 Gated DeltaNet + 1 attention, its pattern; f32 weights ~17 GB), time scaled to 40 layers,
+# next to this GPU's measured bf16 GEMM rate (the reference: 2.83 s on one H20).
+step cold_32k 40 "$HYPIC" bench forward --config tests/data/configs/qwen3.5-35b-a3b.json \
+  --layers 4 --tokens 32768 --reps 1 --device cuda --json "$LOG/cold_32k.json"
+if [[ $RC -eq 0 ]] && grep -q '"device": "cuda"' "$LOG/cold_32k.json"; then
+  fig=$(grep -Eo 'scaled to 40 layers, prefill 32768 tokens [0-9.]+ s|bf16 GEMM \(f32 accumulation\) [0-9.]+ GFLOP/s' \
+    "$LOG/cold_32k.log" | tr '\n' ';')
+  row "cold 32k query (35B-A3B)" cuda PASS $SECS "$fig (4/40 layers, random weights)"
+else
+  row "cold 32k query (35B-A3B)" cuda FAIL $SECS "see $LOG/cold_32k.log"
+fi
+
+# 6. bench ttft on the device: prefix vs pic with a warm store, 16 x 512-token segments.
+step bench_ttft 20 "$HYPIC" bench ttft --preset small --segments 16 --segment-tokens 512 \
   --queries 4 --modes prefix,pic --device cuda --json "$LOG/bench_ttft.json"
 if [[ $RC -eq 0 ]] && grep -q '"device": "cuda"' "$LOG/bench_ttft.json"; then
   fig=$(grep -Eo 'ratio prefix/pic at p50: [0-9.]+x' "$LOG/bench_ttft.log" | head -1)

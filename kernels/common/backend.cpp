@@ -1,6 +1,8 @@
 // What every backend shares: op names, the "lacks" error, picking a backend by device.
 #include "hypic/kernels/backend.hpp"
 
+#include <cstdlib>
+#include <new>
 #include <string>
 
 namespace hypic::kernels {
@@ -74,6 +76,19 @@ const char* op_name(Op op) {
 void Backend::lacks(Op op) const {
   throw Error(std::string("the ") + name() + " backend lacks the op " + op_name(op) +
               " (not implemented yet; run on the host backend)");
+}
+
+void* Backend::allocate_staging(size_t bytes) const {
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void Backend::free_staging(void* ptr) const noexcept {
+  std::free(ptr);
+}
+uint64_t Backend::upload_async(void* dst, const void* staging, size_t bytes) const {
+  copy_from_host(dst, staging, bytes);
+  return 0;
 }
 
 const Backend& backend_for(Device device) {

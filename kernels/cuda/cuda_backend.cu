@@ -42,6 +42,35 @@ class CudaBackend final : public Backend {
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpy D2D");
   }
 
+  // Uploads run on their own non-blocking stream (no implicit ordering with the legacy
+  // default stream the ops use), from page-locked staging memory, so the copy engine moves
+  // an entry while kernels run. A ring of events marks the tickets; a fence on a ticket whose
+  // event a later upload reused waits for that later one (same stream: later, never early).
+  void* allocate_staging(size_t bytes) const override {
+    void* p = nullptr;
+    cuda::check(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    return p;
+  }
+  void free_staging(void* ptr) const noexcept override { cudaFreeHost(ptr); }
+  uint64_t upload_async(void* dst, const void* staging, size_t bytes) const override {
+    if (upload_stream_ == nullptr) {
+      cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate (uploads)");
+      for (cudaEvent_t& e : upload_events_)
+        cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    cuda::check(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, upload_stream_),
+                "cudaMemcpyAsync H2D (upload)");
+    const uint64_t ticket = ++uploads_;
+    cuda::check(cudaEventRecord(upload_events_[ticket % kUploadEvents], upload_stream_),
+                "cudaEventRecord (upload)");
+    return ticket;
+  }
+  void upload_fence(uint64_t ticket) const override {
+    if (ticket == 0 || upload_stream_ == nullptr) return;
+    cuda::check(cudaEventSynchronize(upload_events_[ticket % kUploadEvents]), "upload fence");
+  }
+
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) const override {
     cuda::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -164,6 +193,12 @@ class CudaBackend final : public Backend {
                       bool addition) const override {
     cuda::compose_states(sums, states, n, addition);
   }
+
+ private:
+  static constexpr uint64_t kUploadEvents = 16;
+  mutable cudaStream_t upload_stream_ = nullptr;
+  mutable cudaEvent_t upload_events_[kUploadEvents] = {};
+  mutable uint64_t uploads_ = 0;
 };
 
 }  // namespace

@@ -34,6 +34,25 @@ DeviceInfo cuda_device_info() {
 }
 
 namespace cuda {
+
+void set_device(int index) {
+  check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+std::string device_uuid(int index) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    const auto b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
+}
+
 namespace {
 // Host data copied into a device tensor of the CUDA backend.
 Tensor upload(const std::vector<float>& host) {

@@ -23,6 +23,12 @@ namespace cuda {
 std::string self_check(float) {
   not_compiled();
 }
+void set_device(int) {
+  not_compiled();
+}
+std::string device_uuid(int) {
+  not_compiled();
+}
 void gemm_bf16(bool, bool, int, int, int, float, const uint16_t*, int, const uint16_t*, int, float,
                float*, int) {
   not_compiled();

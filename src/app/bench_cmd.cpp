@@ -13,6 +13,7 @@
 #include "app/run_options.hpp"
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
+#include "hypic/error.hpp"
 
 namespace hypic::app {
 namespace {
@@ -48,6 +49,13 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
               r.weights_bytes / 1048576);
   std::printf("prefill %d tokens: median %.3f s over %d runs -> %.0f tokens/s\n", a.options.tokens,
               t, a.options.reps, r.tokens_per_second);
+  if (r.config_layers > 0)
+    std::printf(
+        "random weights of %s, %d of its %d layers: scaled to %d layers, prefill %d tokens "
+        "%.3f s (x %d/%d)\n",
+        a.options.config_file.c_str(), cfg.num_hidden_layers, r.config_layers, r.config_layers,
+        a.options.tokens, t * r.config_layers / cfg.num_hidden_layers, r.config_layers,
+        cfg.num_hidden_layers);
   std::printf(
       "achieved %.1f GFLOP/s = %.0f %% of sgemm (%.2f TFLOP counted: proj %.2f, "
       "attention %.2f, delta rule %.2f)\n",
@@ -101,33 +109,46 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
                           {"prefill_seconds_median", at.prefill_seconds_median},
                           {"seconds_by_part", parts}});
   }
-  return {{"bench", "forward"},
-          {"model", a.model},
-          {"tokens", a.options.tokens},
-          {"runs", a.options.reps},
-          {"prefill_seconds_median", r.prefill_seconds_median},
-          {"tokens_per_second", r.tokens_per_second},
-          {"flops_counted", r.flops.total()},
-          {"achieved_gflops", r.achieved_gflops},
-          {"device", r.device},
-          {"sgemm_gflops", r.sgemm_gflops},
-          {"bf16_gemm_gflops", r.bf16_gemm_gflops},
-          {"fraction_of_sgemm", r.fraction_of_sgemm},
-          {"peak_rss_bytes", peak},
-          {"weights_bytes", r.weights_bytes},
-          {"cache_bytes", r.cache_bytes},
-          {"peak_over_weights_plus_caches", peak / (r.weights_bytes + r.cache_bytes)},
-          {"blas", r.blas.library + " " + r.blas.kernel},
-          {"blas_threads", r.blas.threads},
-          {"seconds_by_part", breakdown},
-          {"by_threads", by_threads}};
+  return {
+      {"bench", "forward"},
+      {"model", a.model.empty() ? a.options.config_file : a.model},
+      {"layers", r.config.num_hidden_layers},
+      {"config_layers", r.config_layers},
+      {"prefill_seconds_scaled_to_config",
+       r.config_layers > 0 ? r.prefill_seconds_median * r.config_layers / r.config.num_hidden_layers
+                           : r.prefill_seconds_median},
+      {"tokens", a.options.tokens},
+      {"runs", a.options.reps},
+      {"prefill_seconds_median", r.prefill_seconds_median},
+      {"tokens_per_second", r.tokens_per_second},
+      {"flops_counted", r.flops.total()},
+      {"achieved_gflops", r.achieved_gflops},
+      {"device", r.device},
+      {"sgemm_gflops", r.sgemm_gflops},
+      {"bf16_gemm_gflops", r.bf16_gemm_gflops},
+      {"fraction_of_sgemm", r.fraction_of_sgemm},
+      {"peak_rss_bytes", peak},
+      {"weights_bytes", r.weights_bytes},
+      {"cache_bytes", r.cache_bytes},
+      {"peak_over_weights_plus_caches", peak / (r.weights_bytes + r.cache_bytes)},
+      {"blas", r.blas.library + " " + r.blas.kernel},
+      {"blas_threads", r.blas.threads},
+      {"seconds_by_part", breakdown},
+      {"by_threads", by_threads}};
 }
 
 void add_bench_forward(CLI::App& bench) {
   auto* sub =
       bench.add_subcommand("forward", "Prefill throughput against this machine's sgemm rate");
   auto a = std::make_shared<ForwardArgs>();
-  sub->add_option("--model", a->model, "Hugging Face model folder")->required();
+  auto* model_opt = sub->add_option("--model", a->model, "Hugging Face model folder");
+  auto* config_opt = sub->add_option(
+      "--config", a->options.config_file,
+      "instead of --model: a config.json file, random weights (a large model's shape)");
+  model_opt->excludes(config_opt);
+  sub->add_option("--layers", a->options.layers,
+                  "with --config: keep the first N layers (the result is also scaled to all)")
+      ->needs(config_opt);
   sub->add_option("--tokens", a->options.tokens, "prompt length")->capture_default_str();
   sub->add_option("--reps", a->options.reps, "timed prefills (median reported)")
       ->capture_default_str();
@@ -139,6 +160,8 @@ void add_bench_forward(CLI::App& bench) {
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   add_device_option(sub, a->device);
   on_run(sub, [a] {
+    HYPIC_REQUIRE(!a->model.empty() || !a->options.config_file.empty(),
+                  "bench forward: give --model FOLDER or --config FILE");
     const DeviceChoice device = choose_device(a->device);
     print_device(device);
     a->options.backend = device.backend;

@@ -42,6 +42,7 @@ int run_chat(const ChatArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
+  bind_rank_gpu(device, comm.get(), world);
   if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
                           // in the session needs nothing here
     LoadedPicModel m = load_pic_model(a.model, *device.backend);

@@ -45,4 +45,11 @@ void print_device(const DeviceChoice& d) {
   std::printf("device: %s\n", d.label.c_str());
 }
 
+cluster::GpuPlan bind_rank_gpu(const DeviceChoice& d, MPI_Comm comm,
+                               const cluster::WorldInfo& world) {
+  cluster::GpuPlan plan = cluster::bind_gpus(comm, world, d.backend->device() != Device::Host);
+  if (world.rank == 0) std::printf("entries: %s\n", plan.label().c_str());
+  return plan;
+}
+
 }  // namespace hypic::app

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cluster/gpu_plan.hpp"
+#include "cluster/world.hpp"
 #include "hypic/kernels/backend.hpp"
 
 namespace hypic::app {
@@ -26,5 +28,11 @@ DeviceChoice choose_device(const std::string& device, bool device_path = true);
 
 // Prints "device: <label>" (the run header line).
 void print_device(const DeviceChoice& d);
+
+// The MPI commands (serve, warmup, eval, chat), collective, before the model is loaded: binds
+// each rank to its GPU when computing on cuda (cluster::bind_gpus) and prints, on rank 0, the
+// path segment entries take between ranks ("entries: …", also in metrics.json).
+cluster::GpuPlan bind_rank_gpu(const DeviceChoice& d, MPI_Comm comm,
+                               const cluster::WorldInfo& world);
 
 }  // namespace hypic::app

@@ -101,6 +101,7 @@ struct EvalRun {
   bool any_entries = false;
   MPI_Comm comm = MPI_COMM_NULL;
   int world_size = 1;
+  cluster::EntryPathChoice entry_path;  // how entries go between ranks (bind_rank_gpu)
   const eval::PromptTemplate* tmpl = nullptr;
   int max_new = 0;
   std::optional<LoadedPicModel> m;  // loaded once the inputs are checked
@@ -187,6 +188,8 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   eval::ModeScorer scorer(mode, *run.tmpl);
   RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
   summary.device = choose_device(a.device).name;
+  summary.entry_path = cluster::entry_path_name(run.entry_path.path);
+  summary.entry_path_reason = run.entry_path.reason;
   Progress bar(pic::mode_name(mode), run.items.size());
   const auto t0 = Clock::now();
   size_t done = 0;
@@ -243,6 +246,7 @@ int run_eval(const EvalArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
+  const cluster::GpuPlan gpus = bind_rank_gpu(device, comm.get(), world);
   if (world.rank != 0) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
     if (!run.any_entries) return 0;
@@ -253,6 +257,7 @@ int run_eval(const EvalArgs& a) {
   }
   run.comm = comm.get();
   run.world_size = world.size;
+  run.entry_path = gpus.entries;
   const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
   prepare(run, templates);
   std::filesystem::create_directories(a.out);

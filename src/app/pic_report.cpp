@@ -112,6 +112,8 @@ json RunSummary::metrics_json() const {
   }
   json m = {{"mode", pic::mode_name(mode_)},
             {"device", device},
+            {"entry_path", entry_path},
+            {"entry_path_reason", entry_path_reason},
             {"junction", junction_.to_string()},
             {"memory_budget_mib", budget_ / 1048576.0},
             {"queries", results_.size()},

@@ -36,6 +36,8 @@ class RunSummary {
   std::vector<double> ttft_ms() const;
 
   std::string device = "cpu";  // where the forward pass ran (--device)
+  // How entries went between ranks (cluster::EntryPath's name) and why.
+  std::string entry_path = "in-process", entry_path_reason;
   int skipped_lines = 0;
   double wall_seconds = 0;
   size_t memory_bytes = 0;

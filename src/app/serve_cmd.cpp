@@ -114,6 +114,7 @@ int run_serve(const ServeArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
+  const cluster::GpuPlan gpus = bind_rank_gpu(device, comm.get(), world);
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
     cluster::run_worker(comm.get(), *m.model, junction);
@@ -131,6 +132,8 @@ int run_serve(const ServeArgs& a) {
   HYPIC_REQUIRE(pred.good(), "cannot write " + a.out + "/predictions.jsonl");
   RunSummary summary(mode, junction, s.engine->options().memory_budget_bytes);
   summary.device = device.name;
+  summary.entry_path = cluster::entry_path_name(gpus.entries.path);
+  summary.entry_path_reason = gpus.entries.reason;
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t qi = 0; qi < qf.queries.size(); ++qi) {

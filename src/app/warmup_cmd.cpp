@@ -86,6 +86,7 @@ int run_warmup(const WarmupArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
+  bind_rank_gpu(device, comm.get(), world);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const DType dtype = store::parse_dtype(a.dtype);
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);

@@ -1,8 +1,11 @@
 #include "bench/forward.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <utility>
 
@@ -10,8 +13,8 @@
 #include "bench/timing.hpp"
 #include "hypic/error.hpp"
 #include "hypic/kernels/device.hpp"
-#include "hypic/tensor.hpp"
 #include "hypic/kernels/threads.hpp"
+#include "hypic/tensor.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
 
@@ -51,6 +54,65 @@ double device_gemm_gflops(const kernels::Backend& be, int n, int reps, bool bf16
   return 2.0 * n * double(n) * n / median_seconds(reps, run) / 1e9;
 }
 
+// Random weights of a config file's shape, cut to `layers` layers (> 0): every value uniform
+// with the scale of its fan-in (norm weights 0 around their 1, dt_bias 1, A_log log 2), from a
+// counter hash, so tens of GB fill in seconds.
+model::ModelWeights shape_weights(const std::string& file, int layers, int& config_layers,
+                                  model::ModelConfig& cfg) {
+  nlohmann::json j;
+  {
+    std::ifstream in(file);
+    HYPIC_REQUIRE(in.good(), "--config " + file + ": cannot read the file");
+    try {
+      in >> j;
+    } catch (const std::exception& e) {
+      throw Error("--config " + file + ": not JSON (" + e.what() + ")");
+    }
+  }
+  cfg = model::ModelConfig::from_json(j);
+  config_layers = cfg.num_hidden_layers;
+  HYPIC_REQUIRE(layers >= 0 && layers <= cfg.num_hidden_layers,
+                "--layers " + std::to_string(layers) + ": the config has " +
+                    std::to_string(cfg.num_hidden_layers) + " layers");
+  if (layers > 0) {
+    cfg.num_hidden_layers = layers;
+    cfg.layer_types.resize(static_cast<size_t>(layers));
+  }
+  cfg.validate();
+  uint64_t counter = 0;
+  return model::weights_from_hf(cfg, [&](const model::HfTensor& t) {
+    Tensor out(t.shape);
+    auto ends = [&](const char* s) {
+      const size_t n = std::strlen(s);
+      return t.name.size() >= n && t.name.compare(t.name.size() - n, n, s) == 0;
+    };
+    float fixed = 0.0f;
+    bool constant = true;
+    if (ends("dt_bias") || ends("linear_attn.norm.weight")) {
+      fixed = 1.0f;
+    } else if (ends("A_log")) {
+      fixed = 0.6931472f;
+    } else if (!ends("norm.weight")) {
+      constant = false;
+    }
+    float* p = out.data();
+    const int64_t n = out.numel();
+    if (constant) {
+      std::fill(p, p + n, fixed);
+      return out;
+    }
+    const float scale = std::sqrt(3.0f / static_cast<float>(t.shape.back()));
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t z = (++counter) * 0x9E3779B97F4A7C15ull;  // splitmix64
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      p[i] = scale * (static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
+    return out;
+  });
+}
+
 }  // namespace
 
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o) {
@@ -67,10 +129,18 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
     r.bf16_gemm_gflops = device_gemm_gflops(be, n, o.sgemm_reps, true);
   }
 
-  auto loaded = model::load_checkpoint(model_dir);
-  r.config = loaded.config;
+  model::ModelConfig loaded_config;
+  model::ModelWeights loaded_weights;
+  if (o.config_file.empty()) {
+    auto loaded = model::load_checkpoint(model_dir);
+    loaded_config = std::move(loaded.config);
+    loaded_weights = std::move(loaded.weights);
+  } else {
+    loaded_weights = shape_weights(o.config_file, o.layers, r.config_layers, loaded_config);
+  }
+  r.config = loaded_config;
   const model::ModelConfig& cfg = r.config;
-  model::Model net(std::move(loaded.config), model::to_backend(std::move(loaded.weights), be), be);
+  model::Model net(std::move(loaded_config), model::to_backend(std::move(loaded_weights), be), be);
   r.weights_bytes = double(net.weights().bytes());
   r.parameter_count = double(net.weights().parameter_count());
 

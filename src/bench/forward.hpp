@@ -22,6 +22,11 @@ struct ForwardOptions {
   // device's: cuBLAS sgemm and bf16 GEMM (f32 accumulation) of the same size.
   const kernels::Backend* backend = nullptr;
   std::vector<int> threads;  // thread counts to measure, in order; empty: the current count
+  // Instead of a model folder: a config.json file and random weights (fast uniform values:
+  // a timing needs the shape, not a distribution), cut to its first `layers` layers when
+  // layers > 0, so a large model's shape fits a small machine (the result says the scale).
+  std::string config_file;
+  int layers = 0;
 };
 
 // One thread count's prefill: median time and the parts of its first timed run.
@@ -34,6 +39,7 @@ struct ForwardAtThreads {
 
 struct ForwardResult {
   model::ModelConfig config;  // of the model loaded
+  int config_layers = 0;      // the config file's layers before the cut (0: a model folder)
   double parameter_count = 0;
   kernels::BlasInfo blas;
   double sgemm_gflops = 0;              // host BLAS, or cuBLAS sgemm on a device backend
@@ -60,6 +66,7 @@ struct ForwardResult {
 // `options.tokens` ids reps + 1 times (the first warms up), at each of options.threads. In that
 // order, so that the sgemm buffers are gone before the weights arrive and the process's peak memory
 // is the prefill's.
+// With options.config_file, model_dir is unused.
 ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& options);
 
 }  // namespace hypic::bench

@@ -1,5 +1,6 @@
 #include "pic/compose.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -37,6 +38,25 @@ kernels::TransitionRef transition_on(const kernels::Backend& be, const LinearSum
   return r;
 }
 
+// A resident entry's summary (arrays already in the backend's memory) as the op's view.
+kernels::TransitionRef resident_transition(const LinearLayerEntry& l) {
+  const LinearSummary& s = l.summary;
+  kernels::TransitionRef r;
+  r.structure = s.structure;
+  r.heads = s.heads;
+  r.dk = s.dk;
+  r.dv = s.dv;
+  r.rank = s.rank;
+  auto ptr = [](const Tensor& t) -> const float* {
+    return t.empty() ? nullptr : static_cast<const float*>(t.raw());
+  };
+  r.t = ptr(l.device.t);
+  r.x = ptr(l.device.x);
+  r.y = ptr(l.device.y);
+  r.s0 = ptr(l.device.s);
+  return r;
+}
+
 }  // namespace
 
 void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,
@@ -49,11 +69,22 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                   const SegmentEntry& entry, int layer, int64_t segment_start, bool addition,
                   model::LayerCache& cache) {
   const bool host = be.device() == Device::Host;
+  const bool resident = entry.resident();
+  HYPIC_REQUIRE(!resident || entry.where == be.device(),
+                std::string("segment entry is resident on ") + device_name(entry.where) +
+                    ", the model computes on " + device_name(be.device()));
   if (cache.kind != model::LayerKind::FullAttention) {  // Gated DeltaNet or lightning
     for (const LinearLayerEntry& l : entry.linear) {
       if (l.layer != layer) continue;
       HYPIC_REQUIRE(cache.conv.shape() == l.conv.shape(),
                     "segment entry does not fit layer " + std::to_string(layer));
+      if (resident) {  // the memory tier's device copy: nothing crosses the bus
+        const kernels::TransitionRef ref = resident_transition(l);
+        float* state = model::f32(cache.state);
+        be.compose_states(&ref, &state, 1, addition);
+        if (l.conv.rank() > 0) be.copy_within(model::f32(cache.conv), l.conv.raw(), l.conv.bytes());
+        return;
+      }
       if (host) {
         apply_layers(be, {&l.summary}, {cache.state.data()}, addition);
         if (l.conv.rank() > 0) be.copy_within(cache.conv.data(), l.conv.data(), l.conv.bytes());
@@ -78,6 +109,12 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                         " tokens, expected the segment start plus its junction window (" +
                         std::to_string(segment_start + entry.junction) + ")");
       const int64_t row_floats = cache.k.dim(1) * cache.k.dim(2);
+      if (resident) {
+        cache.append_kv(model::f32(a.k), model::f32(a.v), rows, &be);
+        be.rope_shift(key_rope(config, rows), model::f32(cache.k) + first * row_floats,
+                      segment_start);
+        return;
+      }
       if (host) {
         cache.append_kv(a.k.data(), a.v.data(), rows);
         be.rope_shift(key_rope(config, rows), cache.k.data() + first * row_floats, segment_start);
@@ -112,6 +149,10 @@ double compose_segments(model::Model& model, const std::vector<PlacedSegment>& s
   }
   const kernels::Backend& be = model.backend();
   const model::ModelConfig& cfg = model.config();
+  // Resident entries may still be on their way up (EntryUploader): the splices read them.
+  uint64_t ticket = 0;
+  for (const PlacedSegment& s : segments) ticket = std::max(ticket, s.entry->upload_ticket);
+  be.upload_fence(ticket);
   double splice_seconds = 0;
   model.prefill_windows(windows, cache, [&](int i, int layer, model::LayerCache& lc) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -81,6 +81,8 @@ Engine::Engine(model::Model& model, std::string model_fingerprint, EngineOptions
       local_(model),
       entries_(options.memory_budget_bytes),
       snapshots_(options.memory_budget_bytes) {
+  if (model_.backend().device() != Device::Host)
+    uploader_ = std::make_unique<EntryUploader>(model_.backend());
   if (store_ != nullptr)
     HYPIC_REQUIRE(store_->junction() == options_.junction.store_code(),
                   "store " + store_->path() + " was made with junction " +
@@ -111,9 +113,7 @@ bool Engine::prefetch_one() {
     if (entries_.get(key)) continue;  // a repeated segment, or meanwhile computed
     store::ReadResult rr = store_->read(key);
     if (rr.status != store::EntryStatus::kValid) continue;  // run() reports a damaged one
-    auto e = std::make_shared<const SegmentEntry>(
-        from_store_entry(std::move(*rr.entry), model_.config(), w));
-    entries_.put(key, e, e->bytes());
+    keep_in_memory(key, from_store_entry(std::move(*rr.entry), model_.config(), w));
     ++prefetched_;
     break;
   }
@@ -246,10 +246,7 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
   if (store_ != nullptr) {
     store::ReadResult rr = store_->read(key);
     if (rr.status == store::EntryStatus::kValid) {
-      auto e = std::make_shared<const SegmentEntry>(
-          from_store_entry(std::move(*rr.entry), model_.config(), w));
-      entries_.put(key, e, e->bytes());
-      lk.entry = std::move(e);
+      lk.entry = keep_in_memory(key, from_store_entry(std::move(*rr.entry), model_.config(), w));
       lk.tier = Lookup::kStore;
       r.times.store_read += seconds_since(t0);
       return lk;
@@ -266,7 +263,13 @@ std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
     round_to_dtype(computed, store_->dtype());
     if (store_->writable()) store_->put(key, store_view(computed));  // from its own buffers
   }
-  auto e = std::make_shared<const SegmentEntry>(std::move(computed));
+  return keep_in_memory(key, std::move(computed));
+}
+
+std::shared_ptr<const SegmentEntry> Engine::keep_in_memory(const std::string& key,
+                                                           SegmentEntry entry) {
+  auto e = std::make_shared<const SegmentEntry>(uploader_ ? uploader_->upload(std::move(entry))
+                                                          : std::move(entry));
   entries_.put(key, e, e->bytes());
   return e;
 }

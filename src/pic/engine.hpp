@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/forward.hpp"
+#include "pic/entry_upload.hpp"
 #include "pic/junction.hpp"
 #include "pic/lru_cache.hpp"
 #include "pic/segment_entry.hpp"
@@ -140,6 +141,10 @@ class Engine {
   std::string entry_key(const std::vector<int32_t>& segment) const;
   size_t memory_bytes() const;
   uint64_t memory_evictions() const;
+  // Entries (and their bytes) uploaded into a device-resident memory tier so far; 0 on the
+  // host. A query whose entries all hit the memory tier uploads none.
+  uint64_t entries_uploaded() const { return uploader_ ? uploader_->entries() : 0; }
+  uint64_t bytes_uploaded() const { return uploader_ ? uploader_->bytes() : 0; }
 
  private:
   struct Lookup {
@@ -151,6 +156,9 @@ class Engine {
   Lookup lookup_cached(const std::string& key, int w, QueryResult& r);
   // Rounds a freshly computed entry to the store's dtype, writes it back, keeps it in memory.
   std::shared_ptr<const SegmentEntry> keep_cold(const std::string& key, SegmentEntry computed);
+  // Puts a host entry into the memory tier: resident on the model's device when it computes
+  // on one (uploaded once, EntryUploader), as it is on the host.
+  std::shared_ptr<const SegmentEntry> keep_in_memory(const std::string& key, SegmentEntry entry);
   void run_full(const Query& q, QueryResult& r);
   void run_prefix(const Query& q, QueryResult& r);
   void run_pic(const Query& q, QueryResult& r);
@@ -166,8 +174,9 @@ class Engine {
   store::SegmentStore* store_;
   LocalColdSource local_;
   ColdSource* cold_source_ = &local_;
-  LruCache<SegmentEntry> entries_;
-  LruCache<model::InferenceCache> snapshots_;
+  LruCache<SegmentEntry> entries_;                    // resident on the device when computing there
+  LruCache<model::InferenceCache> snapshots_;         // device caches when computing on a device
+  std::unique_ptr<EntryUploader> uploader_;           // computing on a device only
   std::deque<std::pair<std::string, int>> prefetch_;  // key, junction tokens
   uint64_t prefetched_ = 0;
 };

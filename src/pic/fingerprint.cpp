@@ -57,7 +57,10 @@ std::string model_fingerprint(const model::ModelConfig& config,
   for_each_tensor(weights, [&](const Tensor& t) {
     weights_hash.update_value<uint64_t>(t.shape().size());
     for (int64_t d : t.shape()) weights_hash.update_value<int64_t>(d);
-    weights_hash.update_value<uint32_t>(store::crc32c(t.data(), t.bytes()));
+    // Weights on a device are hashed from a host copy: the same bytes, the same fingerprint.
+    const Tensor copy = t.device() == Device::Host ? Tensor() : t.to(Device::Host);
+    const Tensor& h = t.device() == Device::Host ? t : copy;
+    weights_hash.update_value<uint32_t>(store::crc32c(h.raw(), h.bytes()));
   });
   return std::string(model::arch_name(config.arch)) + "-" +
          store::to_hex(config_hash.digest()).substr(0, 16) + "-" +

@@ -45,7 +45,8 @@ Tensor take(store::Entry& stored, const std::string& name, const std::vector<int
 size_t SegmentEntry::bytes() const {
   size_t total = 0;
   for (const LinearLayerEntry& l : linear)
-    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes();
+    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes() +
+             l.device.t.bytes() + l.device.s.bytes();
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
 }
@@ -131,6 +132,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
 }
 
 store::Entry to_store_entry(const SegmentEntry& entry) {
+  HYPIC_REQUIRE(!entry.resident(), "a device-resident segment entry has no host arrays to store");
   store::Entry out;
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
@@ -150,6 +152,7 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
 }
 
 store::EntryView store_view(const SegmentEntry& entry) {
+  HYPIC_REQUIRE(!entry.resident(), "a device-resident segment entry has no host arrays to store");
   store::EntryView out;
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
@@ -208,6 +211,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
 }
 
 void round_to_dtype(SegmentEntry& entry, DType dtype) {
+  HYPIC_REQUIRE(!entry.resident(), "a device-resident segment entry has no host arrays to round");
   if (dtype == DType::F32) return;
   auto round = [&](float* x, size_t n) {
     store::round_in_place(dtype, x, n);

@@ -15,10 +15,18 @@
 
 namespace hypic::pic {
 
+// A summary's arrays in a device's memory (1-D f32 tensors; empty where the summary has
+// none): an entry resident on the device (entry_upload.hpp) holds these instead of the host
+// vectors of its LinearSummary, which keeps only its dimensions.
+struct DeviceSummary {
+  Tensor t, x, y, s;
+};
+
 struct LinearLayerEntry {
   int layer = 0;
   LinearSummary summary;  // T_R (Dense; Scalar for lightning layers) and S(R|0)
   Tensor conv;            // the layer's conv state after the whole segment (none: lightning)
+  DeviceSummary device;   // resident entries only
 };
 
 struct AttentionLayerEntry {
@@ -27,14 +35,21 @@ struct AttentionLayerEntry {
   Tensor v;  // [n − w, Hkv, hd]
 };
 
+// An entry lives in host memory (as computed, stored and sent between ranks) or is resident
+// on a device: every array in that device's memory (conv, K, V as device tensors, the
+// summaries in `device`), uploaded once into the memory tier and spliced from there by every
+// query that hits it.
 struct SegmentEntry {
   int64_t n_tokens = 0;  // the whole segment, junction window included
   int junction = 0;      // w: the window's tokens, recomputed at reuse and not cached
   std::vector<LinearLayerEntry> linear;
   std::vector<AttentionLayerEntry> attention;
+  Device where = Device::Host;  // Device::Cuda: resident (see above)
+  uint64_t upload_ticket = 0;   // resident: its last upload (Backend::upload_fence)
 
   int64_t cached_tokens() const { return n_tokens - junction; }
-  size_t bytes() const;  // in memory (f32)
+  bool resident() const { return where != Device::Host; }
+  size_t bytes() const;  // in memory (f32), host or device
 };
 
 // Computes the entry of `tokens` with a junction window of w tokens (0 ≤ w < n), from an

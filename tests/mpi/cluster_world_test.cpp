@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/gpu_plan.hpp"
 #include "cluster/world.hpp"
 #include "hypic/error.hpp"
 
@@ -53,6 +54,19 @@ TEST(ClusterWorld, NodeLayoutIsConsistentAcrossRanks) {
   const int threads = blas_threads_per_rank(info);
   EXPECT_GE(threads, 1);
   EXPECT_LE(threads * info.local_size, std::max(info.node_cpus, info.local_size));
+}
+
+// Ranks computing on the host: every rank gets the same entry path, in-process alone and
+// host memory + MPI otherwise, and no device.
+TEST(ClusterWorld, HostRanksAgreeOnTheEntryPath) {
+  const WorldInfo info = describe_world(MPI_COMM_WORLD);
+  const GpuPlan plan = bind_gpus(MPI_COMM_WORLD, info, /*on_gpu=*/false);
+  EXPECT_EQ(plan.device, -1);
+  EXPECT_EQ(plan.entries.path, info.size == 1 ? EntryPath::InProcess : EntryPath::HostMpi);
+  if (info.size > 1) {
+    EXPECT_EQ(plan.entries.reason, "rank 0 computes on the host");
+  }
+  EXPECT_EQ(plan.label().rfind(entry_path_name(plan.entries.path), 0), 0u) << plan.label();
 }
 
 }  // namespace

@@ -91,3 +91,36 @@ TEST(BenchCli, QpsWritesEveryModesLoadPointsWithTheTraceAndSeed) {
 }
 
 }  // namespace
+
+// `bench forward --config FILE --layers N`: a model's shape from its config.json alone, random
+// weights, the first N layers, and the time scaled to all of them (the device check's cold
+// 32k-token query of the Qwen3.5-35B-A3B shape; here the tiny preset's config).
+TEST(BenchCli, ForwardFromAConfigFileKeepsTheFirstLayersAndScales) {
+  const test_util::TempDir dir("hypic-bench-fwd-config");
+  const std::string model = dir.file("m"), out = dir.file("fwd.json");
+  const cli_test::CliRun init = cli_test::run_hypic(
+      dir.file(""), "model init --arch qwen3_5 --preset tiny --seed 1 --out " + model);
+  ASSERT_EQ(init.code, 0) << init.out << init.err;
+  const std::string config = model + "/config.json";
+  const cli_test::CliRun r = cli_test::run_hypic(
+      dir.file(""), "bench forward --config " + config +
+                        " --layers 2 --tokens 16 --reps 1 --device cpu --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const json j = json::parse(cli_test::slurp(out));
+  const int all = j["config_layers"].get<int>();
+  EXPECT_GT(all, 2);
+  EXPECT_EQ(j["layers"], 2);
+  EXPECT_TRUE(positive(j["prefill_seconds_median"]));
+  EXPECT_DOUBLE_EQ(j["prefill_seconds_scaled_to_config"].get<double>(),
+                   j["prefill_seconds_median"].get<double>() * all / 2);
+  EXPECT_NE(r.out.find("2 of its " + std::to_string(all) + " layers: scaled to " +
+                       std::to_string(all) + " layers"),
+            std::string::npos)
+      << r.out;
+
+  cli_test::expect_one_line_error(
+      cli_test::run_hypic(dir.file(""), "bench forward --config " + config + " --layers 99"),
+      "--layers 99");
+  cli_test::expect_one_line_error(cli_test::run_hypic(dir.file(""), "bench forward --tokens 8"),
+                                  "--model FOLDER or --config");
+}

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <random>
 #include <string>
@@ -20,6 +21,9 @@
 #include "pic/engine.hpp"
 #include "pic/segment_entry.hpp"
 #include "pic_test_util.hpp"
+#include "store/segment_store.hpp"
+
+#include <unistd.h>
 
 namespace {
 namespace kn = hypic::kernels;
@@ -27,137 +31,8 @@ namespace model = hypic::model;
 using hypic::Device;
 using hypic::Tensor;
 
-class HostMemoryDevice final : public kn::Backend {
- public:
-  const char* name() const override { return "host-memory-device"; }
-  Device device() const override { return Device::Cuda; }
-  bool supports(kn::Op) const override { return true; }
-  void* allocate(size_t bytes) const override {
-    void* p = std::malloc(bytes == 0 ? 1 : bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
-  }
-  void deallocate(void* p) const noexcept override { std::free(p); }
-  void copy_to_host(void* d, const void* s, size_t n) const override { std::memcpy(d, s, n); }
-  void copy_from_host(void* d, const void* s, size_t n) const override { std::memcpy(d, s, n); }
-  void copy_within(void* d, const void* s, size_t n) const override { std::memmove(d, s, n); }
-
-  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) const override {
-    h().gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  void gemm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
-                            int lda, int64_t sa, const float* b, int ldb, int64_t sb, float beta,
-                            float* c, int ldc, int64_t sc, int batch) const override {
-    h().gemm_strided_batched(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
-                             batch);
-  }
-  void linear(const float* x, const float* w, float* y, int m, int n, int k,
-              bool acc) const override {
-    h().linear(x, w, y, m, n, k, acc);
-  }
-  void copy_strided(const float* s, int ld, int off, float* d, int r, int c) const override {
-    h().copy_strided(s, ld, off, d, r, c);
-  }
-  void gather_rows(const float* t, int c, const int32_t* ids, int n, float* o) const override {
-    h().gather_rows(t, c, ids, n, o);
-  }
-  void family_chunked(const kn::FamilySpec& s, const kn::FamilyDims& d, const kn::FamilyInputs& in,
-                      float* st, float* o, float* tr, int chunk) const override {
-    h().family_chunked(s, d, in, st, o, tr, chunk);
-  }
-  void family_chunked_lowrank(const kn::FamilySpec& s, const kn::FamilyDims& d,
-                              const kn::FamilyInputs& in, float* st, float* o, float* td, float* x,
-                              float* y) const override {
-    h().family_chunked_lowrank(s, d, in, st, o, td, x, y);
-  }
-  void family_recurrent_f32(const kn::FamilySpec& s, const kn::FamilyDims& d,
-                            const kn::FamilyInputs& in, float* st, float* o) const override {
-    h().family_recurrent_f32(s, d, in, st, o);
-  }
-  void causal_conv1d_silu(const float* x, const float* w, float* st, float* y, int T, int C,
-                          int K) const override {
-    h().causal_conv1d_silu(x, w, st, y, T, C, K);
-  }
-  void causal_conv1d_tail(const float* x, float* st, int T, int C, int K) const override {
-    h().causal_conv1d_tail(x, st, T, C, K);
-  }
-  void rms_norm_zero_centred(const float* x, const float* w, float* y, int r, int c,
-                             float eps) const override {
-    h().rms_norm_zero_centred(x, w, y, r, c, eps);
-  }
-  void rms_norm(const float* x, const float* w, float* y, int r, int c, float eps) const override {
-    h().rms_norm(x, w, y, r, c, eps);
-  }
-  void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int r, int c,
-                      float eps) const override {
-    h().gated_rms_norm(x, z, w, y, r, c, eps);
-  }
-  void l2_normalize_rows(float* x, int r, int c, float eps, float scale) const override {
-    h().l2_normalize_rows(x, r, c, eps, scale);
-  }
-  void rope_apply(const kn::RopeDims& d, float* x, int64_t p) const override {
-    h().rope_apply(d, x, p);
-  }
-  void rope_shift(const kn::RopeDims& d, float* x, int64_t p) const override {
-    h().rope_shift(d, x, p);
-  }
-  void rotary_rotate_rows(const kn::Rotary& r, float* x, int n, int ld, int dk,
-                          int64_t p) const override {
-    h().rotary_rotate_rows(r, x, n, ld, dk, p);
-  }
-  void rotary_rotate_columns(const kn::Rotary& r, float* m, int dk, int c,
-                             int64_t p) const override {
-    h().rotary_rotate_columns(r, m, dk, c, p);
-  }
-  size_t attention_workspace_floats(const kn::AttentionDims& d) const override {
-    return h().attention_workspace_floats(d);
-  }
-  void attention_causal(const kn::AttentionDims& d, const float* q, const float* k, const float* v,
-                        float* o, float* w) const override {
-    h().attention_causal(d, q, k, v, o, w);
-  }
-  void sigmoid_gate(float* x, const float* g, int r, int c, int ld) const override {
-    h().sigmoid_gate(x, g, r, c, ld);
-  }
-  void swiglu(const float* gu, float* o, int r, int w) const override { h().swiglu(gu, o, r, w); }
-  void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
-    h().axpby(x, y, n, a, b);
-  }
-  void add_sigmoid_scaled(float* x, const float* y, const float* l, int r, int c) const override {
-    h().add_sigmoid_scaled(x, y, l, r, c);
-  }
-  void gdn_gates(const float* b, const float* a, int ld, const float* A, const float* dt,
-                 float* beta, float* g, int r, int hh) const override {
-    h().gdn_gates(b, a, ld, A, dt, beta, g, r, hh);
-  }
-  void moe_route(const hypic::kernels::MoeRouteSpec& s, const float* l, const float* b, int T,
-                 int* e, float* w) const override {
-    h().moe_route(s, l, b, T, e, w);
-  }
-  void moe_group(const int* e, int T, int k, int E, int* s, int* p, int* w) const override {
-    h().moe_group(e, T, k, E, s, p, w);
-  }
-  void moe_gather(const float* x, int hid, const int* p, int n, int k, float* xe) const override {
-    h().moe_gather(x, hid, p, n, k, xe);
-  }
-  void moe_scatter_add(const float* ye, int hid, const int* p, int n, int k, const float* w,
-                       float* o) const override {
-    h().moe_scatter_add(ye, hid, p, n, k, w, o);
-  }
-  void compose_states(const kn::TransitionRef* s, float* const* st, int n,
-                      bool add) const override {
-    h().compose_states(s, st, n, add);
-  }
-
- private:
-  static const kn::Backend& h() { return kn::host_backend(); }
-};
-
-const HostMemoryDevice& fake_device() {
-  static const HostMemoryDevice d;
-  return d;
-}
+using pic_test::fake_device;
+using pic_test::HostMemoryDevice;
 
 model::Model on_fake_device(const model::Model& m) {
   return model::Model(m.config(), model::to_backend(m.weights(), fake_device()), fake_device());
@@ -165,7 +40,7 @@ model::Model on_fake_device(const model::Model& m) {
 
 TEST(DevicePlumbing, ForwardOnADeviceCacheEqualsTheHostsExactly) {
   for (const std::string arch : {"qwen3_5", "qwen3_next"}) {  // qwen3_next: MoE on the device
-    model::Model host = pic_test::remembering_tiny_model(arch, 3);
+    model::Model host = pic_test::remembering_tiny_host_model(arch, 3);
     model::Model dev = on_fake_device(host);
     host.set_max_block_tokens(64);
     dev.set_max_block_tokens(64);
@@ -187,7 +62,7 @@ TEST(DevicePlumbing, ForwardOnADeviceCacheEqualsTheHostsExactly) {
 }
 
 TEST(DevicePlumbing, EntriesComputedAndSplicedOnADeviceEqualTheHosts) {
-  model::Model host = pic_test::remembering_tiny_model("qwen3_5", 7);
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 7);
   model::Model dev = on_fake_device(host);
   std::mt19937 rng(11);
   const int V = host.config().vocab_size;
@@ -215,7 +90,7 @@ TEST(DevicePlumbing, EntriesComputedAndSplicedOnADeviceEqualTheHosts) {
 }
 
 TEST(DevicePlumbing, EngineModesOnADeviceAnswerAsOnTheHost) {
-  model::Model host = pic_test::remembering_tiny_model("qwen3_5", 5);
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 5);
   model::Model dev = on_fake_device(host);
   std::mt19937 rng(4);
   const int V = host.config().vocab_size;
@@ -237,6 +112,101 @@ TEST(DevicePlumbing, EngineModesOnADeviceAnswerAsOnTheHost) {
       EXPECT_EQ(rd.first_logits, rh.first_logits) << hypic::pic::mode_name(mode);
     }
   }
+}
+
+// The memory tier on a device (issue #14): an entry goes up once, through the uploader's
+// staging buffers (the fake's upload_async copies only at the fence, so a splice that did not
+// wait would read garbage), and every later query that hits it splices from device memory.
+TEST(DevicePlumbing, HotEntriesStayOnTheDeviceAndGoUpOnce) {
+  namespace pic = hypic::pic;
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 5);
+  model::Model dev = on_fake_device(host);
+  const HostMemoryDevice& fd = fake_device();
+  std::mt19937 rng(8);
+  const int V = host.config().vocab_size;
+  pic::Query q;
+  q.id = "q";
+  const auto a = pic_test::random_tokens(rng, 60, V), b = pic_test::random_tokens(rng, 90, V);
+  q.segments = {a, b, a};  // the repeat is a memory hit within the query
+  q.question = pic_test::random_tokens(rng, 6, V);
+  q.max_new_tokens = 3;
+  pic::EngineOptions o;
+  o.mode = pic::Mode::Pic;
+  o.junction = pic::JunctionSpec::parse("8");
+  o.keep_first_logits = true;
+
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("hypic_devtier_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  hypic::store::StoreOptions so;
+  so.model_fingerprint = "fp";
+  so.junction = o.junction.store_code();
+  so.dtype = hypic::DType::F32;  // no rounding: the host engine keeps no store
+  auto store = hypic::store::SegmentStore::create(dir + "/s.h5", so);
+  pic::Engine eh(host, "fp", o), ed(dev, "fp", o, &store);
+  EXPECT_EQ(eh.entries_uploaded(), 0u);
+
+  uint64_t up0 = fd.uploaded;
+  const pic::QueryResult h1 = eh.run(q), d1 = ed.run(q);
+  EXPECT_EQ(d1.cold, 2);
+  EXPECT_EQ(d1.hits_memory, 1);
+  EXPECT_EQ(ed.entries_uploaded(), 2u);
+  EXPECT_EQ(fd.uploaded - up0, ed.bytes_uploaded());
+  EXPECT_EQ(ed.bytes_uploaded(), d1.cold_entry_bytes);
+  EXPECT_EQ(ed.memory_bytes(), d1.cold_entry_bytes);  // the tier counts device bytes
+  EXPECT_EQ(d1.answer, h1.answer);
+  EXPECT_EQ(d1.first_logits, h1.first_logits);
+
+  // Hot: nothing of an entry goes up again. What still crosses (token ids, the new cache's
+  // initial states) is less than the smaller entry, which the host-entry splice would upload.
+  const size_t smallest = pic::compute_entry(host, a, 8).bytes();
+  up0 = fd.uploaded;
+  const uint64_t h2d0 = fd.host_to_device;
+  const pic::QueryResult h2 = eh.run(q), d2 = ed.run(q);
+  EXPECT_EQ(d2.hits_memory, 3);
+  EXPECT_EQ(fd.uploaded - up0, 0u);
+  EXPECT_EQ(ed.entries_uploaded(), 2u);
+  EXPECT_LT(fd.host_to_device - h2d0, smallest);
+  EXPECT_EQ(d2.answer, h2.answer);
+  EXPECT_EQ(d2.first_logits, h2.first_logits);
+
+  // Store hits (read ahead and in run()) go up once each as well, and compose the same.
+  pic::Engine ed2(dev, "fp", o, &store);
+  ed2.queue_prefetch(q);
+  EXPECT_TRUE(ed2.prefetch_one());  // the first segment read ahead, more queued
+  EXPECT_EQ(ed2.prefetched(), 1u);
+  EXPECT_EQ(ed2.entries_uploaded(), 1u);
+  const uint64_t ahead = ed2.bytes_uploaded();
+  EXPECT_GT(ahead, 0u);
+  up0 = fd.uploaded;
+  const pic::QueryResult d3 = ed2.run(q);
+  EXPECT_EQ(d3.hits_store, 1);
+  EXPECT_EQ(d3.hits_memory, 2);
+  EXPECT_EQ(ed2.entries_uploaded(), 2u);
+  EXPECT_EQ(fd.uploaded - up0, ed2.bytes_uploaded() - ahead);
+  EXPECT_EQ(d3.answer, h1.answer);
+  EXPECT_EQ(d3.first_logits, h1.first_logits);
+  std::filesystem::remove_all(dir);
+}
+
+// A resident entry cannot be stored (its arrays are on the device) nor spliced by a model on
+// another device: both are one clear error, not a read of the wrong memory.
+TEST(DevicePlumbing, ResidentEntriesRefuseHostUses) {
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 5);
+  model::Model dev = on_fake_device(host);
+  std::mt19937 rng(3);
+  const auto seg = pic_test::random_tokens(rng, 40, host.config().vocab_size);
+  hypic::pic::EntryUploader up(fake_device());
+  const hypic::pic::SegmentEntry e = up.upload(hypic::pic::compute_entry(host, seg, 8));
+  EXPECT_TRUE(e.resident());
+  EXPECT_EQ(e.attention.at(0).k.device(), Device::Cuda);
+  EXPECT_TRUE(e.linear.at(0).summary.t.empty());
+  EXPECT_THROW(hypic::pic::store_view(e), hypic::Error);
+  auto hc = host.new_cache();
+  EXPECT_THROW(hypic::pic::compose_segments(host, {{&seg, &e}}, false, hc), hypic::Error);
+  auto dc = dev.new_cache();
+  EXPECT_NO_THROW(hypic::pic::compose_segments(dev, {{&seg, &e}}, false, dc));
 }
 
 }  // namespace

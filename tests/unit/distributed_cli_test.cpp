@@ -86,6 +86,11 @@ TEST_F(DistributedCli, EvalPredictionsDoNotDependOnTheRanks) {
     ASSERT_EQ(r.code, 0) << r.err;
     expect_workers(r, ranks);
     EXPECT_NE(r.err.find("eval: warm-up"), std::string::npos) << r.err;
+    // How entries went between the ranks, in each mode's metrics.json.
+    const json m = json::parse(slurp(out + "/pic/metrics.json"));
+    EXPECT_EQ(m["entry_path"], ranks == 1 ? "in-process" : "host-mpi") << ranks;
+    EXPECT_EQ(m["entry_path_reason"],
+              ranks == 1 ? "one rank: entries stay in its memory" : "rank 0 computes on the host");
     pic.push_back(predictions(out + "/pic/hotpotqa.jsonl"));
     add.push_back(predictions(out + "/pic-addition/hotpotqa.jsonl"));
     full.push_back(predictions(out + "/full/hotpotqa.jsonl"));
@@ -125,8 +130,13 @@ TEST_F(DistributedCli, ChatAnswersDoNotDependOnTheRanks) {
         run(ranks, "chat --byte-tokenizer --max-new-tokens 4 --model " + p("model"), p("chat.txt"));
     ASSERT_EQ(r.code, 0) << r.err;
     expect_workers(r, ranks);
-    // Everything but the times.
-    transcripts.push_back(std::regex_replace(r.out, std::regex("ttft [0-9.]+ ms"), "ttft"));
+    // The run header's entry path depends on the ranks (in-process, host-mpi).
+    EXPECT_NE(r.out.find(ranks == 1 ? "entries: in-process" : "entries: host-mpi"),
+              std::string::npos)
+        << r.out;
+    // Everything but the times and that line.
+    const std::string out = std::regex_replace(r.out, std::regex("entries: [^\n]*\n"), "");
+    transcripts.push_back(std::regex_replace(out, std::regex("ttft [0-9.]+ ms"), "ttft"));
   }
   // Cold segments were computed (by the workers, with more than one rank), then reused.
   EXPECT_NE(transcripts[0].find("hits 0 (memory 0, store 0) | colds 3 | 3 documents,"),

@@ -79,6 +79,20 @@ class Backend : public Allocator {
   // Waits for queued device work (no-op on the host).
   virtual void synchronize() const {}
 
+  // --- uploads overlapped with compute (segment entries into the memory tier) ---
+  // Staging memory for upload_async: page-locked on a device (so the copy engine reads it
+  // while the compute stream runs), ordinary memory here by default.
+  virtual void* allocate_staging(size_t bytes) const;
+  virtual void free_staging(void* ptr) const noexcept;
+  // Queues dst (this backend's memory) ← staging[0, bytes) on a transfer stream apart from the
+  // compute stream, and returns its ticket (increasing). `staging` must stay unchanged until
+  // upload_fence(ticket) returns; deallocate() waits for uploads in flight (cudaFree does).
+  // Default: a synchronous copy_from_host.
+  virtual uint64_t upload_async(void* dst, const void* staging, size_t bytes) const;
+  // Returns once the upload `ticket` (and every earlier one) is complete, so its staging
+  // memory may be reused and ops queued afterwards may read its destination.
+  virtual void upload_fence(uint64_t ticket) const { (void)ticket; }
+
   // --- dense products (row-major) ---
   // C[m,n] = alpha · op(A)[m,k] · op(B)[k,n] + beta · C.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -22,6 +22,13 @@ namespace cuda {
 // exceeds tol. The full grid of shapes is the op harness (tests/unit/backend_ops_test.cpp).
 std::string self_check(float tol = 1e-4f);
 
+// Makes device `index` (among the visible ones) current for this process's CUDA work; call it
+// before anything is allocated on the device (one rank per GPU: cluster/gpu_plan.hpp).
+void set_device(int index);
+// The device's UUID ("GPU-…"), the same string in every process that sees that GPU whatever
+// its index there: how ranks tell a shared GPU from their own.
+std::string device_uuid(int index);
+
 // C[m,n] (f32) = alpha · op(A) · op(B) + beta · C, row-major, with A and B bf16 (raw bit
 // patterns) in device memory and f32 accumulation: cublasGemmEx on tensor cores. The bf16 row
 // of the op harness's dtype axis; device pointers only.

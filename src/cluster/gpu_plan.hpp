@@ -1,0 +1,67 @@
+#pragma once
+// Ranks and GPUs (issue #14): which GPU each rank computes on, and which path segment entries
+// take from the workers to the combine rank. The decisions are pure functions of what the
+// ranks see (tested on the host, tests/unit/gpu_plan_test.cpp); bind_gpus applies them under
+// MPI and every rank gets the same answer.
+//
+// One rank per GPU: under Slurm's --gpus-per-task (or a CUDA_VISIBLE_DEVICES per rank) each
+// rank sees one GPU, its own: index 0. When several are visible (mpirun on a multi-GPU node,
+// srun --gpus-per-node), the rank's index among the ranks of its node
+// (MPI_Comm_split_type(SHARED), the same number as OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID)
+// picks one, round robin when there are more ranks than GPUs. Whether two ranks then share a
+// GPU is told by the GPUs' UUIDs, not by indices: index 0 of two ranks is the same GPU without
+// --gpus-per-task and two different ones with it.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "cluster/world.hpp"
+
+namespace hypic::cluster {
+
+// The CUDA device (index among the `visible` ones) of the rank with this local rank; -1 when
+// none is visible.
+int local_device(int visible, int local_rank);
+
+// What one rank computes on: its node and its GPU's UUID (empty: it computes on the host).
+struct RankGpu {
+  std::string node;
+  std::string gpu;
+};
+
+enum class EntryPath {
+  InProcess,  // one rank: entries never leave the process
+  Nccl,       // worker GPU → combine GPU through NCCL, MPI for control
+  HostMpi,    // worker → host memory → MPI → host memory → combine rank
+};
+const char* entry_path_name(EntryPath p);  // "in-process", "nccl", "host-mpi"
+
+struct EntryPathChoice {
+  EntryPath path = EntryPath::InProcess;
+  std::string reason;  // one line: why this path
+};
+
+// The path for a job of ranks.size() ranks (index = rank). NCCL only when every rank has a GPU
+// of its own (no two ranks on one node with the same UUID) and `nccl_missing` is empty; else
+// host memory and MPI, with the first reason found. `nccl_missing`: why this build cannot send
+// entries through NCCL (empty when it can).
+EntryPathChoice choose_entry_path(const std::vector<RankGpu>& ranks,
+                                  const std::string& nccl_missing);
+
+// Why this build cannot send entries through NCCL; empty when it can.
+std::string nccl_entry_transfer_missing();
+
+struct GpuPlan {
+  int device = -1;  // this rank's CUDA device index (-1: host)
+  std::string gpu;  // its UUID
+  EntryPathChoice entries;
+  std::string label() const;  // the run header's "entries: …" text
+};
+
+// Collective over `comm`. With `on_gpu`, picks and makes current this rank's device
+// (before anything is allocated there), then gathers every rank's node and GPU and chooses
+// the entry path.
+GpuPlan bind_gpus(MPI_Comm comm, const WorldInfo& world, bool on_gpu);
+
+}  // namespace hypic::cluster
