@@ -194,12 +194,12 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   const bool full = mode == pic::Mode::Full;
   eval::ModeScorer scorer(mode, *run.tmpl,
                           full || run.reference.scores.empty() ? nullptr : &run.reference);
-  std::vector<std::vector<float>> first_logits;  // full: kept for the other modes
   RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
   summary.device = choose_device(a.device).name;
   Progress bar(pic::mode_name(mode), run.items.size());
   const auto t0 = Clock::now();
   size_t done = 0;
+  std::vector<std::string> ids;  // full: the order of its pred file
   for (const eval::EvalItem& p : run.items) {
     if (run.cold) run.cold->set_query_label(p.query.id);
     pic::QueryResult r = engine.run(p.query);
@@ -207,8 +207,8 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
     pred << line.dump() << "\n";
     if (full) {
       run.reference.scores[p.example.id] = line["score"].get<double>();
-      first_logits.push_back(r.first_logits);
       run.reference.first_logits[p.example.id] = std::move(r.first_logits);
+      ids.push_back(p.example.id);
     }
     summary.add(r, std::nullopt);
     bar.update(++done);
@@ -219,7 +219,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   summary.memory_bytes = engine.memory_bytes();
   summary.memory_evictions = engine.memory_evictions();
   const std::string dir = a.out + "/" + pic::mode_name(mode);
-  if (full) eval::write_first_token_logits(dir + "/first_token_logits.f32", first_logits);
+  if (full) eval::write_first_token_logits(dir + "/first_token_logits.f32", run.reference, ids);
   write_text_file(dir + "/metrics.json", summary.metrics_json().dump(2) + "\n");
   write_text_file(dir + "/timings.csv", summary.timings_csv());
   return scorer;

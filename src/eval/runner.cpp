@@ -100,15 +100,19 @@ FullReference read_full_reference(const std::string& run_dir, const std::string&
   return ref;
 }
 
-void write_first_token_logits(const std::string& path,
-                              const std::vector<std::vector<float>>& rows) {
+void write_first_token_logits(const std::string& path, const FullReference& ref,
+                              const std::vector<std::string>& ids) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   HYPIC_REQUIRE(out.good(), "cannot write " + path);
-  for (const auto& r : rows) {
-    HYPIC_REQUIRE(r.size() == rows.front().size() && !r.empty(),
+  size_t row = 0;
+  for (const std::string& id : ids) {
+    const auto it = ref.first_logits.find(id);
+    HYPIC_REQUIRE(it != ref.first_logits.end() && !it->second.empty() &&
+                      (row == 0 || it->second.size() == row),
                   path + ": every example needs logits of the same vocabulary");
-    out.write(reinterpret_cast<const char*>(r.data()),
-              static_cast<std::streamsize>(r.size() * sizeof(float)));
+    row = it->second.size();
+    out.write(reinterpret_cast<const char*>(it->second.data()),
+              static_cast<std::streamsize>(row * sizeof(float)));
   }
   HYPIC_REQUIRE(out.good(), "writing " + path + " failed");
 }

@@ -39,8 +39,9 @@ struct FullReference {
 // W = 0, is compared too): RUN/full/<dataset>.jsonl ("_id", "score") and, when present,
 // RUN/full/first_token_logits.f32 (float32 [examples, vocab], rows in that file's order).
 FullReference read_full_reference(const std::string& run_dir, const std::string& dataset);
-// Writes that .f32 file: one row per example, all rows of equal length.
-void write_first_token_logits(const std::string& path, const std::vector<std::vector<float>>& rows);
+// Writes that .f32 file: the logits of `ids` in that order, all rows of equal length.
+void write_first_token_logits(const std::string& path, const FullReference& ref,
+                              const std::vector<std::string>& ids);
 
 // One mode's scores, example by example.
 class ModeScorer {
