@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# The answer-quality table of README ("Answer quality"): `hypic eval` of the embedded trained
-# model on the held-out synthqa test set (passages in shuffled order) in the modes full,
-# prefix, pic (W=8), pic (W=0) and pic-addition, with EM and F1 per mode, the difference to
-# full recompute, and EM per question kind.
-# Usage: scripts/quality_table.sh [LIMIT]   (default: the whole set, 600 questions)
-# Environment: HYPIC_BUILD_DIR (default build). Outputs: outputs/quality/.
+# The answer-quality table of README ("Answer quality"): `hypic eval` of a model on held-out
+# sets in the modes full, prefix, pic (W=8), pic-addition (W=8) and pic (W=0), merged by
+# `hypic eval-table` into one table per dataset x mode: score (EM/F1 or ROUGE-L), Δ vs full
+# with its 95 % bootstrap interval over questions, first-token KL to full, TTFT p50 and the
+# state contribution ‖T·S_in‖/‖S‖ of the pic modes; then EM per question kind for QA sets.
+#
+# Usage: scripts/quality_table.sh [LIMIT]   (default: every example of each set)
+# Environment:
+#   MODEL     model folder [inputs/models/qwen3_5-synthqa]
+#   DATASETS  dataset names, files DATA_DIR/<name>.jsonl [synthqa]; the long-prompt sets of
+#             `train_tiny.py --task long` are "synthqa_long synthsum"
+#   DATA_DIR  [inputs/datasets]
+#   HYPIC_BUILD_DIR [build];  HYPIC_ARGS  extra arguments for every `hypic eval`
+# Outputs: outputs/quality/<dataset>/{w8,w0}/ and outputs/quality/table.md.
 # Builds nothing: run scripts/build.sh (or scripts/demo.sh) first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HYPIC="${HYPIC_BUILD_DIR:-build}/src/hypic"
-MODEL=inputs/models/qwen3_5-synthqa
-DATA=inputs/datasets/synthqa.jsonl
+MODEL=${MODEL:-inputs/models/qwen3_5-synthqa}
+DATASETS=${DATASETS:-synthqa}
+DATA_DIR=${DATA_DIR:-inputs/datasets}
 OUT=outputs/quality
 LIMIT=${1:-0}
 [ -x "$HYPIC" ] || {
@@ -19,60 +28,60 @@ LIMIT=${1:-0}
 }
 rm -rf "$OUT"
 mkdir -p "$OUT"
-limit=()
-[ "$LIMIT" -gt 0 ] && limit=(--limit "$LIMIT")
-"$HYPIC" eval --model "$MODEL" --dataset synthqa --input "$DATA" --out "$OUT/w8" \
-  --modes full,prefix,pic,pic-addition --junction 8 "${limit[@]}"
-"$HYPIC" eval --model "$MODEL" --dataset synthqa --input "$DATA" --out "$OUT/w0" \
-  --modes pic --junction 0 "${limit[@]}"
-python3 - "$OUT" "$DATA" <<'PY' | tee "$OUT/table.md"
-import json, sys
-out, data = sys.argv[1], sys.argv[2]
-kind = {}
-for line in open(data):
-    j = json.loads(line)
-    kind[j["_id"]] = j.get("kind", "?")
-rows = []
-for run, label in (("w8", None), ("w0", "pic (W=0)")):
-    s = json.load(open(f"{out}/{run}/summary.json"))
-    for m in s["modes"]:
-        name = label or {"pic": "pic (W=8)", "pic-addition": "pic-addition (W=8)"}.get(
-            m["mode"], m["mode"])
-        preds = [json.loads(l) for l in open(m["predictions"])]
-        rows.append((name, m, preds))
-full = next(m for name, m, _ in rows if name == "full")
-n = full["queries"]
-print(f"synthqa test set: {n} questions, 3-6 passages each in shuffled order; "
-      f"model inputs/models/qwen3_5-synthqa")
-print()
-print("| mode | EM | F1 | Δ EM vs full | Δ F1 vs full | TTFT p50 ms |")
-print("|---|---:|---:|---:|---:|---:|")
-for name, m, _ in rows:
-    print(f"| {name} | {100 * m['em']:.2f} | {100 * m['f1']:.2f} | "
-          f"{100 * (m['em'] - full['em']):+.2f} | {100 * (m['f1'] - full['f1']):+.2f} | "
-          f"{m['ttft_ms']['p50']:.1f} |")
-kinds = sorted({kind.get(p["_id"], "?") for _, _, preds in rows for p in preds})
-print()
-print("EM (%) per question kind (two_hop needs two passages):")
-print()
-print("| mode | " + " | ".join(kinds) + " |")
-print("|---|" + "---:|" * len(kinds))
-for name, _, preds in rows:
-    cells = []
-    for k in kinds:
-        sel = [p["em"] for p in preds if kind.get(p["_id"]) == k]
-        cells.append(f"{100 * sum(sel) / len(sel):.1f}" if sel else "-")
-    print(f"| {name} | " + " | ".join(cells) + " |")
-full_preds = {p["_id"]: p for p in rows[0][2]}
-print()
-print("answers that differ from full recompute:")
-for name, _, preds in rows[1:]:
-    diff = [p for p in preds if p["pred"] != full_preds[p["_id"]]["pred"]]
-    gained = sum(1 for p in diff if p["em"] > full_preds[p["_id"]]["em"])
-    lost = sum(1 for p in diff if p["em"] < full_preds[p["_id"]]["em"])
-    print(f"  {name}: {len(diff)} of {len(preds)} ({gained} now right, {lost} now wrong)")
-counts = {k: sum(1 for p in rows[0][2] if kind.get(p["_id"]) == k) for k in kinds}
-print()
-print("questions per kind: " + ", ".join(f"{k} {c}" for k, c in counts.items()))
+extra=()
+[ "$LIMIT" -gt 0 ] && extra=(--limit "$LIMIT")
+# shellcheck disable=SC2206
+extra+=(${HYPIC_ARGS:-})
+runs=()
+for d in ${DATASETS//,/ }; do
+  data=$DATA_DIR/$d.jsonl
+  mkdir -p "$OUT/$d"
+  "$HYPIC" eval --model "$MODEL" --dataset "$d" --input "$data" --out "$OUT/$d/w8" \
+    --modes full,prefix,pic,pic-addition --junction 8 "${extra[@]}" >"$OUT/$d/w8.log"
+  "$HYPIC" eval --model "$MODEL" --dataset "$d" --input "$data" --out "$OUT/$d/w0" \
+    --modes pic --junction 0 --reference "$OUT/$d/w8" "${extra[@]}" >"$OUT/$d/w0.log"
+  runs+=("$OUT/$d/w8" "$OUT/$d/w0")
+done
+{
+  echo "model $MODEL; datasets: $DATASETS (scores x100; Δ and its 95 % bootstrap interval"
+  echo "over questions against full recompute; KL(full ‖ mode) of the first token; state"
+  echo "contrib. = ‖T·S_in‖/‖S‖ per linear layer at segment boundaries, mean over layers)"
+  echo
+  "$HYPIC" eval-table "${runs[@]}"
+} | tee "$OUT/table.md"
+
+# EM per question kind (the "kind" field of the synthetic sets), QA sets only.
+# shellcheck disable=SC2086  # one argument per dataset
+python3 - "$OUT" "$DATA_DIR" ${DATASETS//,/ } <<'PY' | tee -a "$OUT/table.md"
+import json, os, sys
+out, data_dir, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+for d in names:
+    kind = {}
+    for line in open(f"{data_dir}/{d}.jsonl"):
+        j = json.loads(line)
+        kind[j["_id"]] = j.get("kind", "?")
+    rows = []
+    for run, label in (("w8", None), ("w0", "pic (W=0)")):
+        s = json.load(open(f"{out}/{d}/{run}/summary.json"))
+        if s["metric"] == "rouge_l":
+            break
+        for m in s["modes"]:
+            name = label or {"pic": "pic (W=8)", "pic-addition": "pic-addition (W=8)"}.get(
+                m["mode"], m["mode"])
+            rows.append((name, [json.loads(l) for l in open(m["predictions"])]))
+    if not rows or len(set(kind.values())) < 2:
+        continue
+    kinds = sorted({kind.get(p["_id"], "?") for _, preds in rows for p in preds})
+    print(f"\n{d}: EM (%) per question kind\n")
+    print("| mode | " + " | ".join(kinds) + " |")
+    print("|---|" + "---:|" * len(kinds))
+    for name, preds in rows:
+        cells = []
+        for k in kinds:
+            sel = [p["em"] for p in preds if kind.get(p["_id"]) == k]
+            cells.append(f"{100 * sum(sel) / len(sel):.1f}" if sel else "-")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    counts = {k: sum(1 for p in rows[0][1] if kind.get(p["_id"]) == k) for k in kinds}
+    print("\nquestions per kind: " + ", ".join(f"{k} {c}" for k, c in counts.items()))
 PY
-echo "wrote $OUT/table.md (runs in $OUT/w8 and $OUT/w0)"
+echo "wrote $OUT/table.md"

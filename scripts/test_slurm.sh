@@ -21,6 +21,10 @@
 #   eval        jobs/slurm/eval.sbatch with MODES="full pic pic:0": exit 0, and per
 #               mode a predictions.jsonl with one line per query and a metrics.json;
 #               the pic store still verifies afterwards
+#   eval-array  jobs/slurm/eval-submit.sh on the dataset fixtures (tests/data/datasets,
+#               hotpotqa and multi_news, 2 examples each): the prep array, the modes
+#               array (afterok) and the merge job (afterok) all complete, and OUT/table.md
+#               has the 5 rows (full, pic, prefix, pic-addition, pic W=0) of each dataset
 #
 # Environment:
 #   HYPIC_BIN          hypic binary [build/src/hypic]
@@ -28,7 +32,7 @@
 #   HYPIC_LAUNCHER     srun | mpirun: how the jobs start ranks [srun]
 #   HYPIC_TEST_WORK    work folder [a new /tmp/hypic-slurm-test.XXXXXX, removed on
 #                      success, kept on failure]
-#   HYPIC_TEST_BUDGET  seconds for the whole script [280]
+#   HYPIC_TEST_BUDGET  seconds for the whole script [400]
 #   HYPIC_TEST_COPY_BIN 1: run a private copy of HYPIC_BIN, safe against a
 #                      rebuild of the shared build tree during the test [1]
 #   CORPUS, QUERIES    use these instead of the generated tiny ones (QUERIES must
@@ -39,7 +43,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 
 T0=$(date +%s)
-BUDGET=${HYPIC_TEST_BUDGET:-280}
+BUDGET=${HYPIC_TEST_BUDGET:-400}
 HYPIC_BIN=${HYPIC_BIN:-$ROOT/build/src/hypic}
 [[ "$HYPIC_BIN" == /* ]] || HYPIC_BIN=$ROOT/$HYPIC_BIN
 export HYPIC_BIN
@@ -302,6 +306,38 @@ if ((RC == 0 && eval_bad == 0)) && verify_store "$WSTORE"; then
 else
   result eval FAIL "job ${JOBID:-?} exit $RC; $(IFS=';'; echo "${eval_msgs[*]}"); store: ${VERIFY_LINE:-?}"
   show_log "$WORK/logs/eval.out"
+fi
+
+# ------------------------------------------------ (e) datasets x modes array
+AOUT=$WORK/eval-array
+ids=$(DATASETS="hotpotqa multi_news" DATA_DIR="$ROOT/tests/data/datasets" OUT="$AOUT" LIMIT=2 \
+  MAX_NEW_TOKENS=2 HYPIC_ARGS="--byte-tokenizer" NTASKS=1 \
+  bash jobs/slurm/eval-submit.sh --ntasks=1 --time=00:03:00 2>"$WORK/logs/eval-array.submit.err")
+merge_id=$(echo "$ids" | sed -n 's/.*merge=\([0-9]*\).*/\1/p')
+if [[ -z "$merge_id" ]]; then
+  result eval-array FAIL "eval-submit.sh did not submit: $(cat "$WORK/logs/eval-array.submit.err")"
+else
+  end=$(($(date +%s) + $(step_limit 150)))
+  JOBSTATE=""
+  while (($(date +%s) < end)); do
+    JOBSTATE=$(scontrol show job "$merge_id" -o 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | head -n1 | cut -d= -f2)
+    case "$JOBSTATE" in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL) break ;; esac
+    sleep 1
+  done
+  rows=0
+  for d in hotpotqa multi_news; do
+    for m in "full" "pic (W=8)" "prefix" "pic-addition (W=8)" "pic (W=0)"; do
+      grep -qF "| $d | $m |" "$AOUT/table.md" 2>/dev/null && rows=$((rows + 1))
+    done
+  done
+  if [[ "$JOBSTATE" == COMPLETED && "$rows" == 10 ]]; then
+    result eval-array PASS "$ids: merge COMPLETED, table.md has 10 of 10 dataset x mode rows"
+  else
+    # shellcheck disable=SC2046  # one argument per job id
+    [[ "$JOBSTATE" == COMPLETED ]] || scancel $(echo "$ids" | grep -oE '[0-9]+') 2>/dev/null
+    result eval-array FAIL "$ids: merge ${JOBSTATE:-unknown}, table.md has $rows of 10 rows"
+    show_log "$AOUT"/logs/*.out
+  fi
 fi
 
 # ------------------------------------------------------------------ summary

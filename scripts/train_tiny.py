@@ -36,6 +36,13 @@ What it does, in order (all seeded; see --help for the knobs):
      inputs/corpus/synthqa.jsonl          the test world's passages, {"id","text"} (warmup)
      inputs/corpus/synthqa_queries.jsonl  test queries in `hypic serve`'s format
 
+--task long (scripts/synth_long.py) is the long-prompt variant: questions over 16-32 passages
+(4-8k tokens) with evidence spread over passages far apart and passages that refer to other
+passages' entities, plus a multi-document summary task (synthsum, ROUGE-L). It starts from
+the embedded model (--init-from), follows the curriculum LONG_PLAN (printed by --plan) and
+writes synthqa_long{,_dev}.jsonl and synthsum{,_dev}.jsonl under --data-dir/datasets. The
+short task's defaults, data and files are unchanged by it.
+
 Needs: pip install torch transformers tokenizers safetensors. CPU only; 55 minutes with two
 threads on the 2-core dev VM with the defaults (it prints its speed). Data only: --data-only.
 """
@@ -435,6 +442,210 @@ def export(model, out, info):
     (out / "training.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
+# ---------------------------------------------------------------------------------------
+# --task long: 16-32 passages and summaries (scripts/synth_long.py)
+
+# The 90-minute plan of --task long (two threads on the 2-core VM): after warm-starting from
+# the embedded short-task model (it already reads passages and copies, so no copying stage),
+# the prompt length grows in three stages; each stage keeps about the same tokens per step
+# (rows x prompt length), and a share of every batch is summary rows. The learning rate
+# follows progress = max(steps / --steps, minutes / --minutes) as in the short task.
+#   (progress until, passages (fewest, most), rows per batch, summary share)
+LONG_PLAN = [
+    (0.15, (4, 8), 8, 0.25),
+    (0.45, (8, 16), 4, 0.25),
+    (1.00, (16, 32), 2, 0.25),
+]
+LONG_MAX_POSITIONS = 10240  # 8k-token prompts plus a 320-token summary, with a margin
+
+
+def long_stage(progress):
+    for until, passages, rows, share in LONG_PLAN:
+        if progress < until:
+            return passages, rows, share
+    return LONG_PLAN[-1][1:]
+
+
+def long_pieces(ex, summary=False):
+    segs = [SEGMENT.format(text=e["text"]) for e in ex["entities"]]
+    if summary:
+        from synth_long import SUM_PREFIX, SUM_SUFFIX
+        return [SUM_PREFIX] + segs + [SUM_SUFFIX]
+    return [PREFIX] + segs + [SUFFIX.format(input=ex["question"])]
+
+
+def encode_long(tok, ex, summary=False, more=()):
+    def enc(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    ids = [t for p in long_pieces(ex, summary) for t in enc(p)]
+    follow = [(enc(SUFFIX.format(input=q)), enc(" " + a) + [0]) for q, a in more]
+    return ids, enc(" " + ex["answer"]) + [0], follow
+
+
+def long_training_example(pools, tok, rng, passages, summary, most_followups):
+    import synth_long as sl
+
+    world = sl.training_world(pools, rng, JOBS, PRODUCTS)
+    if summary:
+        ex = sl.draw_summary_prompt(world, rng, passages)
+        return encode_long(tok, ex, summary=True)
+    ex = sl.draw_long_prompt(world, rng, passages)
+    return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups))
+
+
+def write_long_datasets(pools, tok, args):
+    """Test worlds seed+303 (QA) and seed+505 (summaries), dev worlds seed+404 and seed+606;
+    LongBench JSONL under --data-dir/datasets. Returns the encoded dev sets."""
+    import synth_long as sl
+
+    templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
+    for name, want in (("synthqa_long", (PREFIX, SEGMENT, SUFFIX)),
+                       ("synthsum", (sl.SUM_PREFIX, SEGMENT, sl.SUM_SUFFIX))):
+        t = templates.get(name)
+        if not t or (t["prefix"], t["segment"], t["suffix"]) != want:
+            raise SystemExit(f"inputs/datasets/templates.json's {name} entry does not match "
+                             "the prompt pieces in scripts/train_tiny.py / synth_long.py")
+    folder = pathlib.Path(args.data_dir) / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    dev = {}
+    for name, offset, n, summary in (("synthqa_long", 303, args.test_queries, False),
+                                     ("synthqa_long_dev", 404, args.dev_queries, False),
+                                     ("synthsum", 505, args.test_summaries, True),
+                                     ("synthsum_dev", 606, max(1, args.dev_queries // 4), True)):
+        rng = random.Random(args.seed + offset)
+        world = sl.LongWorld(pools, rng, 150, 50, JOBS, PRODUCTS)
+        exs = [sl.draw_summary_prompt(world, rng) if summary else sl.draw_long_prompt(world, rng)
+               for _ in range(n)]
+        with open(folder / f"{name}.jsonl", "w") as f:
+            for i, q in enumerate(exs):
+                context = "\n".join(f"Passage {k + 1}:\n{e['text']}"
+                                    for k, e in enumerate(q["entities"]))
+                line = {"input": q["question"], "context": context, "answers": [q["answer"]],
+                        "length": len(context.split()),
+                        "dataset": "synthsum" if summary else "synthqa_long", "language": "en",
+                        "all_classes": None, "_id": f"{name}-{i:04d}", "kind": q["kind"],
+                        "passages": len(q["entities"])}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        if name.endswith("_dev"):
+            dev[name] = [encode_long(tok, q, summary) + (q["kind"],) for q in exs]
+    return dev["synthqa_long_dev"], dev["synthsum_dev"]
+
+
+def print_long_plan(args, tokens_per_second=None):
+    print("long-task plan (LONG_PLAN): progress = max(steps/--steps, minutes/--minutes)")
+    start = 0.0
+    for until, passages, rows, share in LONG_PLAN:
+        mins = (until - start) * args.minutes
+        print(f"  {start:.2f}-{until:.2f} of the run ({mins:.1f} min of {args.minutes:g}): "
+              f"{passages[0]}-{passages[1]} passages, {rows} rows per step, "
+              f"{share:.0%} summary rows")
+        start = until
+    print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
+          f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
+
+
+def main_long(args):
+    """--task long: warm start, the LONG_PLAN curriculum, dev QA EM and summary loss."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pools = Pools(args.seed)
+    if args.init_from == "none":
+        raise SystemExit("--task long starts from a trained short-task model (--init-from DIR); "
+                         "from scratch, train the short task first")
+    init = pathlib.Path(args.init_from)
+    tok = Tokenizer.from_file(str(init / "tokenizer.json"))
+    tok.save(str(out / "tokenizer.json"))
+    dev_qa, dev_sum = write_long_datasets(pools, tok, args)
+    print(f"dev prompts: QA {sum(len(p) for p, *_ in dev_qa) / len(dev_qa):.0f} tokens, "
+          f"summaries {sum(len(p) for p, *_ in dev_sum) / len(dev_sum):.0f} tokens + "
+          f"{sum(len(a) for _, a, *_ in dev_sum) / len(dev_sum):.0f} answer tokens on average",
+          flush=True)
+    print_long_plan(args)
+    if args.data_only:
+        return
+    model = Qwen3_5ForCausalLM.from_pretrained(str(init), dtype=torch.float32)
+    model.config.max_position_embeddings = LONG_MAX_POSITIONS
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98))
+
+    def lr_at(progress):
+        if progress < 0.05:
+            return args.lr * max(progress, 1e-3) / 0.05
+        t = (progress - 0.05) / 0.95
+        return args.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+    def dev_eval():
+        em, kinds = evaluate(model, dev_qa, batch=2)
+        model.eval()
+        with torch.no_grad():
+            sl_ = [losses(model, *batch_tensors([d]))[0].item() for d in dev_sum]
+        model.train()
+        return em, kinds, sum(sl_) / len(sl_)
+
+    rng = random.Random(args.seed + 1)
+    log, tokens, step, start = [], 0, 0, time.time()
+    em, kinds, sum_loss = dev_eval()
+    print(f"start: dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
+    log.append({"step": 0, "dev_em": em, "dev_em_per_kind": kinds, "dev_summary_loss":
+                round(sum_loss, 4), "minutes": round((time.time() - start) / 60, 2)})
+    while True:
+        progress = max(step / args.steps, (time.time() - start) / 60 / args.minutes)
+        if progress >= 1.0:
+            break
+        passages, rows, share = long_stage(progress)
+        n_sum = sum(1 for _ in range(rows) if rng.random() < share)
+        examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups)
+                    for i in range(rows)]
+        ids, w_ans, w_lm = batch_tensors(examples)
+        tokens += int((w_ans + w_lm).sum()) + len(examples)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(progress)
+        ans, lm, correct = losses(model, ids, w_ans, w_lm)
+        loss = ans + args.lm_weight * lm
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        el = time.time() - start
+        if step % args.log_every == 0:
+            print(f"step {step}: progress {progress:.3f}, {passages[0]}-{passages[1]} passages x "
+                  f"{rows}, {ids.shape[1]} tokens, answer loss {ans.item():.3f}, lm loss "
+                  f"{lm.item():.3f}, {tokens / el:.0f} tok/s, {el / 60:.1f} min", flush=True)
+            log.append({"step": step, "answer_loss": round(ans.item(), 4),
+                        "lm_loss": round(lm.item(), 4), "passages": list(passages),
+                        "minutes": round(el / 60, 2)})
+        if step % args.eval_every == 0:
+            em, kinds, sum_loss = dev_eval()
+            print(f"  dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
+            log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
+                        "dev_summary_loss": round(sum_loss, 4), "minutes": round(el / 60, 2)})
+            export(model, out, {"partial": True, "steps_run": step, "log": log})
+    em, kinds, sum_loss = dev_eval()
+    print(f"final dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
+    log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
+                "dev_summary_loss": round(sum_loss, 4),
+                "minutes": round((time.time() - start) / 60, 2)})
+    export(model, out, {"task": "long", "seed": args.seed, "init_from": str(init),
+                        "steps_asked": args.steps, "steps_run": step,
+                        "minutes_budget": args.minutes, "lr": args.lr, "threads": args.threads,
+                        "plan": LONG_PLAN, "parameters": n_params,
+                        "minutes": round((time.time() - start) / 60, 1),
+                        "torch": torch.__version__, "log": log})
+    print(f"wrote {out}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "inputs/models/qwen3_5-synthqa"))
@@ -471,7 +682,23 @@ def main():
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--data-only", action="store_true",
                     help="write the tokenizer and the held-out data, do not train")
+    ap.add_argument("--task", choices=["short", "long"], default="short",
+                    help="short: the embedded model's task (3-6 passages); long: 16-32 passages "
+                         "and summaries (synth_long.py), see LONG_PLAN")
+    ap.add_argument("--init-from", default=str(ROOT / "inputs/models/qwen3_5-synthqa"),
+                    help="--task long: model folder to start from (its tokenizer is kept)")
+    ap.add_argument("--data-dir", default=str(ROOT / "inputs"),
+                    help="--task long: held-out sets go to DATA_DIR/datasets")
+    ap.add_argument("--dev-queries", type=int, default=100, help="--task long: dev questions")
+    ap.add_argument("--test-summaries", type=int, default=200, help="--task long")
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--plan", action="store_true", help="--task long: print the plan and stop")
     args = ap.parse_args()
+    if args.task == "long":
+        if args.plan:
+            print_long_plan(args)
+            return
+        return main_long(args)
     global STYLE
     STYLE = args.style
 

@@ -8,6 +8,7 @@
 // of the modes' queries (cluster/distributed.hpp). Predictions do not depend on N.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -42,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 struct EvalArgs {
   std::string model, dataset, input, modes = "full,prefix,pic,pic-addition", out, junction = "8",
                                      store, templates = eval::kDefaultTemplatesPath, dtype = "bf16",
-                                     device;
+                                     device, reference;
   size_t limit = 0;
   int max_new_tokens = 0;  // 0: the template's max_answer_tokens
   double memory_budget_mib = 1024;
@@ -61,6 +62,9 @@ std::vector<pic::Mode> parse_modes(const std::string& text) {
     if (seen.insert(pic::mode_name(m)).second) modes.push_back(m);
   }
   HYPIC_REQUIRE(!modes.empty(), "--modes lists no mode (e.g. full,prefix,pic,pic-addition)");
+  // Full runs first: the others are compared with its answers and first-token logits.
+  std::stable_partition(modes.begin(), modes.end(),
+                        [](pic::Mode m) { return m == pic::Mode::Full; });
   return modes;
 }
 
@@ -111,6 +115,7 @@ struct EvalRun {
   std::optional<store::SegmentStore> st;
   std::unique_ptr<cluster::RemoteColdSource> cold;
   json warm = nullptr;
+  eval::FullReference reference;  // full's answers: this run's full mode, or --reference
 };
 
 // The dataset as queries; examples that do not fit are named on stderr and left out.
@@ -180,12 +185,16 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   eo.mode = mode;
   eo.junction = run.junction;
   eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
+  eo.keep_first_logits = true;  // first-token KL to full
+  eo.measure_state_contribution = pic::uses_entries(mode);
   const bool entries = pic::uses_entries(mode);
   pic::Engine engine(*run.m->model, run.m->fingerprint, eo, entries && run.st ? &*run.st : nullptr);
   if (entries) engine.set_cold_source(run.cold.get());
   std::ofstream pred(predictions);
   HYPIC_REQUIRE(pred.good(), "cannot write " + predictions);
-  eval::ModeScorer scorer(mode, *run.tmpl);
+  const bool full = mode == pic::Mode::Full;
+  eval::ModeScorer scorer(mode, *run.tmpl,
+                          full || run.reference.scores.empty() ? nullptr : &run.reference);
   RunSummary summary(mode, run.junction, eo.memory_budget_bytes);
   summary.device = choose_device(a.device).name;
   summary.entry_path = cluster::entry_path_name(run.entry_path.path);
@@ -193,10 +202,17 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   Progress bar(pic::mode_name(mode), run.items.size());
   const auto t0 = Clock::now();
   size_t done = 0;
+  std::vector<std::string> ids;  // full: the order of its pred file
   for (const eval::EvalItem& p : run.items) {
     if (run.cold) run.cold->set_query_label(p.query.id);
-    const pic::QueryResult r = engine.run(p.query);
-    pred << scorer.add(p, r, run.m->tokenizer.decode(r.answer, true)).dump() << "\n";
+    pic::QueryResult r = engine.run(p.query);
+    const json line = scorer.add(p, r, run.m->tokenizer.decode(r.answer, true));
+    pred << line.dump() << "\n";
+    if (full) {
+      run.reference.scores[p.example.id] = line["score"].get<double>();
+      run.reference.first_logits[p.example.id] = std::move(r.first_logits);
+      ids.push_back(p.example.id);
+    }
     summary.add(r, std::nullopt);
     bar.update(++done);
   }
@@ -206,6 +222,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   summary.memory_bytes = engine.memory_bytes();
   summary.memory_evictions = engine.memory_evictions();
   const std::string dir = a.out + "/" + pic::mode_name(mode);
+  if (full) eval::write_first_token_logits(dir + "/first_token_logits.f32", run.reference, ids);
   write_text_file(dir + "/metrics.json", summary.metrics_json().dump(2) + "\n");
   write_text_file(dir + "/timings.csv", summary.timings_csv());
   return scorer;
@@ -228,6 +245,7 @@ void report(const EvalRun& run, const std::vector<eval::ModeScorer>& scores,
                         {"junction", run.junction.to_string()},
                         {"max_new_tokens", run.max_new},
                         {"warmup", run.warm},
+                        {"reference", a.reference.empty() ? json(nullptr) : json(a.reference)},
                         {"modes", cmp.modes}};
   write_text_file(a.out + "/summary.json", summary.dump(2) + "\n");
   write_text_file(a.out + "/table.md", cmp.table);
@@ -259,6 +277,11 @@ int run_eval(const EvalArgs& a) {
   run.world_size = world.size;
   run.entry_path = gpus.entries;
   const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
+  const bool runs_full =
+      std::find(run.modes.begin(), run.modes.end(), pic::Mode::Full) != run.modes.end();
+  HYPIC_REQUIRE(a.reference.empty() || !runs_full,
+                "--reference compares with another run's full mode; this run has full itself");
+  if (!a.reference.empty()) run.reference = eval::read_full_reference(a.reference, a.dataset);
   prepare(run, templates);
   std::filesystem::create_directories(a.out);
   run.store_path = a.store.empty() ? a.out + "/store.h5" : a.store;
@@ -306,8 +329,34 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str();
+  sub->add_option("--reference", a->reference,
+                  "another run's folder whose full mode the modes are compared with "
+                  "(Δ with its 95 % interval, first-token KL)");
   add_device_option(sub, a->device);
   on_run(sub, [a] { return run_eval(*a); });
+
+  auto* table = app.add_subcommand(
+      "eval-table", "One table of several `hypic eval` runs (datasets x modes, W per pic row)");
+  auto runs = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  table->add_option("runs", *runs, "run folders (each with summary.json)")->required();
+  table->add_option("--out", *out, "also write the table to this file");
+  on_run(table, [runs, out] {
+    std::vector<json> summaries;
+    for (const std::string& r : *runs) {
+      std::ifstream in(r + "/summary.json");
+      HYPIC_REQUIRE(in.good(), "eval-table: " + r + "/summary.json cannot be read");
+      try {
+        summaries.push_back(json::parse(in));
+      } catch (const json::exception& e) {
+        throw Error("eval-table: " + r + "/summary.json: " + e.what());
+      }
+    }
+    const std::string text = eval::merge_tables(summaries);
+    if (!out->empty()) write_text_file(*out, text);
+    std::printf("%s", text.c_str());
+    return 0;
+  });
 }
 
 }  // namespace hypic::app

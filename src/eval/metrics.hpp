@@ -7,6 +7,7 @@
 //    default tokenizer, no stemmer).
 // LongBench scores multi_news / gov_report with the older `rouge` package, whose ROUGE-L
 // differs; docs/datasets.md explains the difference.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,5 +51,16 @@ double score(const std::string& metric, std::string_view prediction,
 double mean(const std::vector<double>& values);  // 0 when empty
 // Linear-interpolated percentile (numpy's default) of unsorted values; 0 when empty.
 double percentile(std::vector<double> values, double pct);
+
+// The mean of per-question values with a percentile-bootstrap interval: `resamples` samples
+// of values.size() questions drawn with replacement (std::mt19937_64 seeded with `seed`, so a
+// rerun gives the same interval), the interval between the (1 − level)/2 and (1 + level)/2
+// percentiles of their means. For paired differences (a mode's score minus full's on the same
+// question) it is the interval of "Δ vs full". All zeros when `values` is empty.
+struct Interval {
+  double mean = 0, lo = 0, hi = 0;
+};
+Interval bootstrap_mean(const std::vector<double>& values, int resamples = 2000,
+                        double level = 0.95, uint64_t seed = 20261201);
 
 }  // namespace hypic::eval

@@ -57,6 +57,28 @@ kernels::TransitionRef resident_transition(const LinearLayerEntry& l) {
   return r;
 }
 
+// The running state of a linear layer before the splice, measured against the entry's summary.
+void measure_share(const kernels::Backend& be, const SegmentEntry& entry, int segment, int layer,
+                   const model::LayerCache& lc, StateShareLog& log) {
+  // A resident entry keeps its summary's arrays on the device only: not measured (the
+  // measurement is for evaluation runs; docs/eval.md).
+  if (entry.resident()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const LinearLayerEntry& l : entry.linear) {
+    if (l.layer != layer) continue;
+    double ratio = 0;
+    if (be.device() == Device::Host) {
+      ratio = state_contribution(be, l.summary, lc.state.data());
+    } else {
+      const Tensor host = lc.state.to(Device::Host, &be);
+      ratio = state_contribution(kernels::host_backend(), l.summary, host.data());
+    }
+    log.shares.push_back({segment, layer, ratio});
+    break;
+  }
+  log.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,
@@ -132,7 +154,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
 }
 
 double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
-                        bool addition, model::InferenceCache& cache) {
+                        bool addition, model::InferenceCache& cache, StateShareLog* shares) {
   std::vector<model::Window> windows;
   std::vector<int64_t> starts;  // each segment's absolute position
   int64_t pos = cache.n_tokens;
@@ -155,8 +177,10 @@ double compose_segments(model::Model& model, const std::vector<PlacedSegment>& s
   be.upload_fence(ticket);
   double splice_seconds = 0;
   model.prefill_windows(windows, cache, [&](int i, int layer, model::LayerCache& lc) {
-    const auto t0 = std::chrono::steady_clock::now();
     const size_t k = static_cast<size_t>(i);
+    if (shares != nullptr && lc.kind == model::LayerKind::Linear)
+      measure_share(be, *segments[k].entry, i, layer, lc, *shares);
+    const auto t0 = std::chrono::steady_clock::now();
     splice_layer(be, cfg, *segments[k].entry, layer, starts[k], addition, lc);
     splice_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });

@@ -29,12 +29,27 @@ struct PlacedSegment {
   const SegmentEntry* entry = nullptr;
 };
 
+// The state contribution (state_contribution, MATH.md §2) of one linear layer where segment
+// `segment`'s cached part is spliced in: the running state at that point is S_in.
+struct StateShare {
+  int segment = 0;
+  int layer = 0;
+  double ratio = 0;
+};
+struct StateShareLog {
+  std::vector<StateShare> shares;
+  double seconds = 0;  // spent measuring (not part of the composition's time)
+};
+
 // Appends `segments` in order to `cache` (MATH.md §5): every junction window runs under the
 // true prefix, all windows layer by layer in one pass (Model::prefill_windows), and each
 // segment's cached part is spliced into a layer right after its window has passed it.
-// Returns the seconds spent splicing (the rest of the time is the windows' recompute).
+// Returns the seconds spent splicing (the rest of the time is the windows' recompute). With
+// `shares`, every linear layer's state contribution is logged at every splice (measured on the
+// host; a device state is copied down for it), in `shares->seconds`, not in the return value.
 double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
-                        bool addition, model::InferenceCache& cache);
+                        bool addition, model::InferenceCache& cache,
+                        StateShareLog* shares = nullptr);
 
 // K rows [n, Hkv, hd] rotated at positions q … moved to q + delta, in place.
 void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,

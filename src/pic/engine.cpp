@@ -340,12 +340,16 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     r.tokens_recomputed += entries[i]->junction;
   }
   const auto t2 = Clock::now();
-  r.times.composition = compose_segments(model_, placed, addition, cache);
-  r.times.junction = seconds_since(t2) - r.times.composition;
+  StateShareLog shares;
+  r.times.composition = compose_segments(model_, placed, addition, cache,
+                                         options_.measure_state_contribution ? &shares : nullptr);
+  r.times.state_measure = shares.seconds;
+  r.times.junction = seconds_since(t2) - r.times.composition - shares.seconds;
+  r.state_shares = std::move(shares.shares);
   const auto t3 = Clock::now();
   std::vector<float> logits = final_prefill(q.question, cache, r);
   r.times.question = seconds_since(t3);
-  r.times.ttft = seconds_since(t0);
+  r.times.ttft = seconds_since(t0) - r.times.state_measure;
   decode(std::move(logits), cache, q.max_new_tokens, r);
 }
 

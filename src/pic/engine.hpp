@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/forward.hpp"
+#include "pic/compose.hpp"
 #include "pic/entry_upload.hpp"
 #include "pic/junction.hpp"
 #include "pic/lru_cache.hpp"
@@ -31,6 +32,9 @@ struct EngineOptions {
   size_t memory_budget_bytes = size_t(1) << 30;  // entries (pic) or snapshots (prefix)
   bool keep_first_logits = false;                // QueryResult::first_logits
   bool keep_last_hidden = false;                 // QueryResult::last_hidden
+  // pic modes: QueryResult::state_shares, ‖T·S_in‖/‖S‖ per linear layer at every splice
+  // (compose.hpp); the measuring time is reported apart (PhaseTimes::state_measure).
+  bool measure_state_contribution = false;
 };
 
 struct Query {
@@ -53,6 +57,7 @@ struct PhaseTimes {
                               // prompt prefix in pic modes)
   double question = 0;        // the question's prefill, up to the first token's logits
   double snapshot_save = 0;   // prefix mode: keeping snapshots at segment boundaries
+  double state_measure = 0;   // EngineOptions::measure_state_contribution; not in ttft
   double ttft = 0;
   double decode = 0;  // the remaining greedy tokens
 };
@@ -75,9 +80,10 @@ struct QueryResult {
   // (common/copy_stats.hpp; docs/engine.md, "Bytes copied per cold entry").
   uint64_t cold_entry_bytes = 0;
   uint64_t cold_bytes_copied = 0;
-  std::vector<float> first_logits;  // [vocab], when EngineOptions::keep_first_logits
-  std::vector<float> last_hidden;   // [hidden], last prompt token, residual stream before
-                                    // the final norm, when keep_last_hidden
+  std::vector<float> first_logits;       // [vocab], when EngineOptions::keep_first_logits
+  std::vector<StateShare> state_shares;  // when EngineOptions::measure_state_contribution
+  std::vector<float> last_hidden;        // [hidden], last prompt token, residual stream before
+                                         // the final norm, when keep_last_hidden
 };
 
 // One segment of a query that is in neither the memory tier nor the store.

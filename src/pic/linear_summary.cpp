@@ -6,6 +6,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -144,6 +145,19 @@ void apply(const kernels::Backend& be, const LinearSummary& sum, float* state) {
 
 void apply_addition(const kernels::Backend& be, const LinearSummary& sum, float* state) {
   apply_layers(be, {&sum}, {state}, true);
+}
+
+double state_contribution(const kernels::Backend& be, const LinearSummary& sum,
+                          const float* state_in) {
+  std::vector<float> composed(state_in, state_in + sum.s.size());
+  apply(be, sum, composed.data());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < composed.size(); ++i) {
+    const double c = composed[i], t_s = c - static_cast<double>(sum.s[i]);
+    num += t_s * t_s;
+    den += c * c;
+  }
+  return den > 0 ? std::sqrt(num / den) : 0.0;
 }
 
 void apply_layers(const kernels::Backend& be, const std::vector<const LinearSummary*>& sums,

@@ -57,6 +57,12 @@ LinearSummary summarize(const kernels::Backend& be, const FamilySpec& spec, cons
 void apply(const kernels::Backend& be, const LinearSummary& sum, float* state);
 // Baseline without T (pic-addition mode): state ← state + S(C|0).
 void apply_addition(const kernels::Backend& be, const LinearSummary& sum, float* state);
+// How much the incoming state contributes to the composed one at a segment boundary
+// (MATH.md §2): ‖T·S_in‖ / ‖T·S_in + S(C|0)‖, Frobenius norms over all heads, accumulated in
+// double; 0 when the composed state is zero. `state_in` [H, dk, dv] is not changed. T·S_in
+// is taken as the composed state minus S(C|0), so the ratio is within ~1e-7 of exact.
+double state_contribution(const kernels::Backend& be, const LinearSummary& sum,
+                          const float* state_in);
 // The summary of `first` followed by `second`: T = T2·T1, S = T2·S1 + S2.
 LinearSummary chain(const kernels::Backend& be, const LinearSummary& first,
                     const LinearSummary& second);

@@ -173,10 +173,13 @@ TEST(Datasets, SplitRulesEdgeCases) {
 
 TEST(Templates, LoadsOneFileForEveryDataset) {
   const auto names = templates().names();
-  for (const std::string ds :
-       {"hotpotqa", "2wikimqa", "musique", "multi_news", "triviaqa", "gov_report", "synthqa"})
+  for (const std::string ds : {"hotpotqa", "2wikimqa", "musique", "multi_news", "triviaqa",
+                               "gov_report", "synthqa", "synthqa_long", "synthsum"})
     EXPECT_TRUE(templates().has(ds)) << ds;
-  EXPECT_EQ(names.size(), 7u);
+  EXPECT_EQ(names.size(), 9u);
+  EXPECT_EQ(templates().get("synthsum").metric, "rouge_l");
+  EXPECT_EQ(templates().get("synthsum").max_answer_tokens, 320);
+  EXPECT_EQ(templates().get("synthqa_long").segment, templates().get("synthqa").segment);
   EXPECT_EQ(templates().get("hotpotqa_e").dataset, "hotpotqa");
   EXPECT_EQ(templates().get("multi_news").metric, "rouge_l");
   EXPECT_EQ(templates().get("gov_report").max_answer_tokens, 512);

@@ -106,6 +106,60 @@ TEST_F(EvalCli, EveryModeOverHotpotqa) {
   EXPECT_NE(again.out.find("| n/a |"), std::string::npos) << again.out;
 }
 
+// The quality table's pieces: full runs first whatever the order, KL and the state
+// contribution for the pic modes, a W = 0 run compared with the first run's full mode
+// (--reference), and both runs merged by `hypic eval-table`.
+TEST_F(EvalCli, ReferenceRunAndMergedTable) {
+  const fs::path a = dir_ / "ref8", b = dir_ / "ref0";
+  const std::string data = HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl";
+  const CliRun r =
+      hypic(base_args("hotpotqa", data) +
+            " --modes pic,full,pic-addition --limit 3 --max-new-tokens 2 --out " + a.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(slurp(a / "summary.json"));
+  ASSERT_EQ(s["modes"].size(), 3u);
+  EXPECT_EQ(s["modes"][0]["mode"], "full");
+  EXPECT_TRUE(s["modes"][0]["first_token_kl"].is_null());
+  EXPECT_TRUE(s["modes"][0]["state_contribution"].is_null());
+  for (int i : {1, 2}) {
+    const json& m = s["modes"][i];
+    EXPECT_EQ(m["first_token_kl"]["examples"], 3) << m;
+    EXPECT_GE(m["first_token_kl"]["mean"].get<double>(), 0.0);
+    ASSERT_TRUE(m["delta_ci95"].is_array()) << m;
+    EXPECT_LE(m["delta_ci95"][0].get<double>(), m["delta_vs_full"].get<double>());
+    EXPECT_GE(m["delta_ci95"][1].get<double>(), m["delta_vs_full"].get<double>());
+    ASSERT_FALSE(m["state_contribution"].is_null()) << m;
+    EXPECT_FALSE(m["state_contribution"]["layers"].empty());
+  }
+  const auto bytes = fs::file_size(a / "full" / "first_token_logits.f32");
+  EXPECT_GT(bytes, 0u);
+  EXPECT_EQ(bytes % (3 * sizeof(float)), 0u);
+
+  const CliRun r0 = hypic(base_args("hotpotqa", data) + " --modes pic --junction 0 --limit 3" +
+                          " --max-new-tokens 2 --reference " + a.string() + " --out " + b.string());
+  ASSERT_EQ(r0.code, 0) << r0.err;
+  const json s0 = json::parse(slurp(b / "summary.json"));
+  EXPECT_FALSE(s0["modes"][0]["delta_vs_full"].is_null());
+  EXPECT_EQ(s0["modes"][0]["first_token_kl"]["examples"], 3);
+
+  const CliRun t = hypic("eval-table " + a.string() + " " + b.string() + " --out " +
+                         (dir_ / "merged.md").string());
+  ASSERT_EQ(t.code, 0) << t.err;
+  for (const char* row : {"| hotpotqa | full |", "| hotpotqa | pic (W=8) |",
+                          "| hotpotqa | pic-addition (W=8) |", "| hotpotqa | pic (W=0) |"})
+    EXPECT_NE(t.out.find(row), std::string::npos) << row << "\n" << t.out;
+  EXPECT_EQ(slurp(dir_ / "merged.md"), t.out);
+
+  // A reference run needs its full mode; a run with full refuses one.
+  expect_one_line_error(hypic(base_args("hotpotqa", data) + " --modes pic --reference " +
+                              (dir_ / "nowhere").string() + " --out " + (dir_ / "x").string()),
+                        "cannot be read");
+  expect_one_line_error(hypic(base_args("hotpotqa", data) + " --modes full --reference " +
+                              a.string() + " --out " + (dir_ / "y").string()),
+                        "--reference");
+  expect_one_line_error(hypic("eval-table " + (dir_ / "nowhere").string()), "summary.json");
+}
+
 TEST_F(EvalCli, SummaryDatasetUsesRougeL) {
   const fs::path out = dir_ / "news";
   const CliRun r = hypic(base_args("multi_news", HYPIC_TEST_DATA_DIR "/datasets/multi_news.jsonl") +

@@ -2,11 +2,13 @@
 // (byte-level tokenizer: one token per byte), scores per mode, and the comparison table.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "eval/metrics.hpp"
 #include "eval/runner.hpp"
+#include "hypic/error.hpp"
 
 namespace {
 using hypic::eval::EvalItem;
@@ -96,6 +98,85 @@ TEST(EvalRunner, ScorerWritesPredLinesAndTheTableComparesModes) {
   EXPECT_DOUBLE_EQ(cmp.modes[1]["delta_vs_full"].get<double>(), -0.5);
   EXPECT_EQ(cmp.modes[1]["predictions"], "p.jsonl");
   EXPECT_EQ(cmp.modes[1]["queries"], 2);
+}
+
+TEST(EvalRunner, BootstrapIntervalOfAMean) {
+  using hypic::eval::bootstrap_mean;
+  const auto none = bootstrap_mean({});
+  EXPECT_EQ(none.mean, 0.0);
+  EXPECT_EQ(none.hi, 0.0);
+  const auto same = bootstrap_mean(std::vector<double>(50, -0.25));  // no spread: a point
+  EXPECT_DOUBLE_EQ(same.lo, -0.25);
+  EXPECT_DOUBLE_EQ(same.hi, -0.25);
+  // 400 questions, half right: the interval is about mean ± 1.96·0.5/√400 = ± 0.049.
+  std::vector<double> coin(400);
+  for (size_t i = 0; i < coin.size(); ++i) coin[i] = (i * 7919) % 2 == 0 ? 1.0 : 0.0;
+  const auto c = bootstrap_mean(coin);
+  EXPECT_DOUBLE_EQ(c.mean, 0.5);
+  EXPECT_NEAR(c.lo, 0.451, 0.008);
+  EXPECT_NEAR(c.hi, 0.549, 0.008);
+  EXPECT_LT(c.lo, c.mean);
+  // The same seed gives the same interval; a wider level a wider one.
+  const auto again = bootstrap_mean(coin);
+  EXPECT_EQ(again.lo, c.lo);
+  EXPECT_EQ(again.hi, c.hi);
+  const auto wide = bootstrap_mean(coin, 2000, 0.99);
+  EXPECT_LT(wide.lo, c.lo);
+  EXPECT_GT(wide.hi, c.hi);
+  EXPECT_THROW(bootstrap_mean(coin, 0), hypic::Error);
+}
+
+TEST(EvalRunner, ReferenceGivesPairedDeltasKlAndTheStateColumn) {
+  const PromptTemplate t = qa_template();
+  hypic::eval::FullReference ref;
+  ref.scores = {{"a", 1.0}, {"b", 0.0}};
+  ref.first_logits = {{"a", {0.0f, 0.0f}}, {"b", {1.0f, 0.0f}}};
+  ModeScorer pic(Mode::Pic, t, &ref);
+  QueryResult r;
+  r.times.ttft = 0.002;
+  r.first_logits = {0.0f, 0.0f};
+  r.state_shares = {{0, 0, 0.0}, {1, 0, 0.5}, {0, 2, 0.25}, {1, 2, 0.25}};
+  const auto la = pic.add({example("a", {"s"}, {"Paris"}), {}}, r, "Rome");  // 1 -> 0
+  EXPECT_DOUBLE_EQ(la["delta_vs_full"].get<double>(), -1.0);
+  EXPECT_DOUBLE_EQ(la["first_token_kl"].get<double>(), 0.0);  // the same logits
+  EXPECT_DOUBLE_EQ(la["state_contribution"]["0"].get<double>(), 0.25);
+  r.state_shares = {{0, 0, 0.75}, {0, 2, 0.25}};
+  const auto lb = pic.add({example("b", {"s"}, {"Paris"}), {}}, r, "Rome");  // 0 -> 0
+  EXPECT_DOUBLE_EQ(lb["delta_vs_full"].get<double>(), 0.0);
+  // KL(softmax(1,0) ‖ softmax(0,0)) = log 2 − H(p).
+  const double p = 1 / (1 + std::exp(-1.0));
+  EXPECT_NEAR(lb["first_token_kl"].get<double>(),
+              p * std::log(2 * p) + (1 - p) * std::log(2 * (1 - p)), 1e-6);
+  const auto share = pic.state_contribution();
+  EXPECT_DOUBLE_EQ(share.at(0), 0.5);  // mean over examples of (0 + 0.5) / 2 and 0.75
+  EXPECT_DOUBLE_EQ(share.at(2), 0.25);
+
+  const auto cmp = hypic::eval::compare_modes({pic}, {"p.jsonl"}, t.metric);
+  // No full mode here: Δ is the mean paired difference to the reference.
+  EXPECT_NE(cmp.table.find("| pic | 0.00 | -50.00 | 0.00 |"), std::string::npos) << cmp.table;
+  EXPECT_NE(cmp.table.find("| 0.375 |"), std::string::npos) << cmp.table;  // mean of layers
+  const auto& m = cmp.modes[0];
+  EXPECT_DOUBLE_EQ(m["delta_vs_full"].get<double>(), -0.5);
+  ASSERT_TRUE(m["delta_ci95"].is_array());
+  EXPECT_DOUBLE_EQ(m["delta_ci95"][0].get<double>(), -1.0);  // resamples of {-1, 0}
+  EXPECT_DOUBLE_EQ(m["delta_ci95"][1].get<double>(), 0.0);
+  EXPECT_EQ(m["first_token_kl"]["examples"], 2);
+  EXPECT_DOUBLE_EQ(m["state_contribution"]["mean"].get<double>(), 0.375);
+  EXPECT_EQ(m["state_contribution"]["layers"].size(), 2u);
+
+  // Two runs merged into one table: pic rows carry their junction.
+  nlohmann::json s1 = {
+      {"dataset", "toy"}, {"metric_label", "F1"}, {"junction", "8"}, {"modes", cmp.modes}};
+  nlohmann::json s2 = s1;
+  s2["junction"] = "0";
+  s2["dataset"] = "toy2";
+  const std::string merged = hypic::eval::merge_tables({s1, s2});
+  EXPECT_NE(
+      merged.find("| toy | pic (W=8) | F1 | 0.00 | 0.00 | -50.00 | [-100.00, +0.00] | 0.0555 |"),
+      std::string::npos)
+      << merged;
+  EXPECT_NE(merged.find("| toy2 | pic (W=0) |"), std::string::npos) << merged;
+  EXPECT_THROW(hypic::eval::merge_tables({nlohmann::json{{"dataset", "x"}}}), hypic::Error);
 }
 
 TEST(EvalRunner, PercentileIsNumpysLinear) {

@@ -148,3 +148,36 @@ TEST(LinearSummary, DISABLED_LowRankVersusDense) {
 }
 
 }  // namespace
+
+namespace {
+// ‖T·S_in‖ / ‖T·S_in + S(C|0)‖ on cases worked out by hand.
+TEST(LinearSummary, StateContributionKnownAnswers) {
+  const auto& host = hypic::kernels::host_backend();
+  pic::LinearSummary s;  // one head, dk = dv = 2, T = 0.5·I
+  s.structure = TStructure::Scalar;
+  s.heads = 1;
+  s.dk = s.dv = 2;
+  s.t = {0.5f};
+  s.s = {0, 0, 0, std::sqrt(3.0f)};
+  const std::vector<float> in = {2, 0, 0, 0};
+  // T·S_in = [[1,0],[0,0]] ⟂ S(C|0): ‖·‖ = 1 against ‖S‖ = √(1 + 3) = 2.
+  EXPECT_NEAR(pic::state_contribution(host, s, in.data()), 0.5, 1e-6);
+  EXPECT_EQ(in, (std::vector<float>{2, 0, 0, 0}));  // S_in is not changed
+  const std::vector<float> zero(4, 0.0f);
+  EXPECT_EQ(pic::state_contribution(host, s, zero.data()), 0.0);  // nothing comes in
+  s.s.assign(4, 0.0f);
+  EXPECT_NEAR(pic::state_contribution(host, s, in.data()), 1.0, 1e-7);  // only S_in is left
+
+  pic::LinearSummary d;  // dense T swapping the two key rows, dv = 1
+  d.structure = TStructure::Dense;
+  d.heads = 1;
+  d.dk = 2;
+  d.dv = 1;
+  d.t = {0, 1, 1, 0};
+  d.s = {4, 3};
+  const std::vector<float> v = {3, 4};  // T·S_in = [4, 3]; S = [8, 6]: 5 / 10
+  EXPECT_NEAR(pic::state_contribution(host, d, v.data()), 0.5, 1e-7);
+  d.s = {-4, -3};  // S = 0: defined as 0
+  EXPECT_EQ(pic::state_contribution(host, d, v.data()), 0.0);
+}
+}  // namespace

@@ -249,6 +249,35 @@ TEST_P(PicModesPerArch, SingleSegmentPromptsAgreeAcrossModes) {
   }
 }
 
+TEST(PicModes, StateContributionIsLoggedAtEverySpliceAndChangesNothing) {
+  Fixture f;
+  std::mt19937 rng(9);
+  const int V = f.cfg.vocab_size;
+  Query q{"s", {}, {}, random_tokens(rng, 6, V), 3};
+  for (int n : {40, 64, 52}) q.segments.push_back(random_tokens(rng, n, V));
+  int linear = 0;
+  for (int l = 0; l < f.cfg.num_hidden_layers; ++l)
+    linear += f.cfg.layer_types[static_cast<size_t>(l)] == hypic::model::LayerKind::Linear;
+  EngineOptions plain = options(Mode::Pic, 0), measured = plain;
+  measured.measure_state_contribution = true;
+  Engine a(f.model, f.fp, plain), b(f.model, f.fp, measured);
+  const QueryResult ra = a.run(q), rb = b.run(q);
+  EXPECT_TRUE(ra.state_shares.empty());
+  EXPECT_EQ(ra.answer, rb.answer);  // measuring does not touch the composed state
+  EXPECT_EQ(ra.first_logits, rb.first_logits);
+  ASSERT_EQ(rb.state_shares.size(), static_cast<size_t>(3 * linear));
+  for (const auto& sh : rb.state_shares) {
+    EXPECT_EQ(f.cfg.layer_types[static_cast<size_t>(sh.layer)], hypic::model::LayerKind::Linear);
+    if (sh.segment == 0) {
+      EXPECT_EQ(sh.ratio, 0.0);  // no prefix, no window: nothing comes in
+    } else {
+      // A remembering model carries part of the previous segments' state across.
+      EXPECT_GT(sh.ratio, 1e-3) << "segment " << sh.segment << " layer " << sh.layer;
+      EXPECT_LT(sh.ratio, 10.0);
+    }
+  }
+}
+
 TEST(PicModes, RefusesBadQueries) {
   Fixture f;
   Engine e(f.model, f.fp, options(Mode::Pic, 8));

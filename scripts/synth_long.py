@@ -1,0 +1,257 @@
+"""The long synthetic tasks of `scripts/train_tiny.py --task long` (docs/datasets.md):
+
+- synthqa_long: questions over 16-32 passages (about 4-8k tokens). Passages are long (the
+  facts are scattered among 10-18 sentences about other entities of the world), refer to
+  entities introduced in other passages (employer, mentor, founder, people met), and a
+  person may have a continuation passage right after their own that names them only by
+  pronoun ("Later years\nShe moved to Dravo in 1890. ..."). Cross-passage kinds place their
+  evidence far apart (first third / last third of the prompt) or, for `moved_to`, rely on
+  the pronoun passage following its person, so the state carried across a segment boundary
+  matters.
+- synthsum: a multi-document summary (MultiNews / GovReport style) over the same kind of
+  prompt: one sentence per passage, in prompt order, each naming a fact of that passage;
+  scored with ROUGE-L.
+
+Only the standard library here; the world's vocabulary (Pools) and JOBS/PRODUCTS come from
+train_tiny.py. Everything is drawn from the `random.Random` passed in, so a seed fixes it.
+"""
+import random
+
+SUM_PREFIX = "Read the passages, then summarize them.\n\n"
+SUM_SUFFIX = "\nSummary:"
+
+SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "company_when",
+                "product"]
+CROSS_KINDS = ["two_hop", "mentor_born", "founder_job", "moved_to"]
+LONG_KINDS = SINGLE_KINDS + CROSS_KINDS
+
+
+class LongWorld:
+    """Persons (with a mentor and a move, told in a pronoun-only continuation passage) and
+    companies (with a founder). Names are unique within a world."""
+
+    def __init__(self, pools, rng, n_persons, n_companies, jobs, products):
+        self.products = products
+        self.towns = pools.towns
+        self.companies = []
+        for name in rng.sample(pools.companies, n_companies):
+            self.companies.append({"kind": "company", "name": name,
+                                   "town": rng.choice(pools.towns),
+                                   "year": rng.randint(1800, 1999),
+                                   "product": rng.choice(products)})
+        names, self.persons = set(), []
+        while len(self.persons) < n_persons:
+            name = f"{rng.choice(pools.first)} {rng.choice(pools.last)}"
+            if name in names:
+                continue
+            names.add(name)
+            self.persons.append({"kind": "person", "name": name,
+                                 "he": rng.choice(["He", "She"]),
+                                 "town": rng.choice(pools.towns),
+                                 "year": rng.randint(1800, 1999),
+                                 "job": rng.choice(jobs),
+                                 "company": rng.choice(self.companies)["name"],
+                                 "moved_town": rng.choice(pools.towns),
+                                 "moved_year": rng.randint(1800, 1999)})
+        for p in self.persons:
+            p["mentor"] = rng.choice([q for q in self.persons if q is not p])["name"]
+        for c in self.companies:
+            c["founder"] = rng.choice(self.persons)["name"]
+        self.by_name = {e["name"]: e for e in self.persons + self.companies}
+        # Fixed wording per entity: the same passage text wherever it appears (so it is one
+        # store entry), drawn once here.
+        for e in self.persons + self.companies:
+            e["text"] = self._passage(e, rng)
+        for p in self.persons:
+            p["note"] = {"kind": "note", "name": p["name"] + " (later years)", "of": p,
+                         "text": self._note(p, rng)}
+
+    def _filler(self, rng, subj, company_subject=False):
+        other = rng.choice(self.persons)["name"]
+        comp = rng.choice(self.companies)["name"]
+        town, year, prod = rng.choice(self.towns), rng.randint(1800, 1999), rng.choice(
+            self.products)
+        if company_subject:
+            return rng.choice([f"{subj} sold {prod} to {comp}.",
+                               f"{subj} opened a shop in {town} in {year}.",
+                               f"{subj} hired {other}.",
+                               f"{subj} bought {prod} from {comp}."])
+        return rng.choice([f"{subj} visited {town} in {year}.", f"{subj} met {other} in {town}.",
+                           f"{subj} bought {prod} from {comp}.",
+                           f"{subj} wrote a letter to {other}.", f"{subj} liked {prod}."])
+
+    def _passage(self, e, rng):
+        n = e["name"]
+        if e["kind"] == "person":
+            core = [f"{n} was born in {e['town']}.", f"{n} was born in {e['year']}.",
+                    f"{n} worked as a {e['job']}.", f"{n} worked at {e['company']}.",
+                    f"{n} studied under {e['mentor']}."]
+        else:
+            core = [f"{n} is based in {e['town']}.", f"{n} was founded in {e['year']}.",
+                    f"{n} makes {e['product']}.", f"{n} was founded by {e['founder']}."]
+        fill = [self._filler(rng, n, e["kind"] == "company") for _ in range(rng.randint(12, 22))]
+        # The facts keep their order but are scattered among the other sentences.
+        slots = sorted(rng.sample(range(len(core) + len(fill)), len(core)))
+        body, ci, fi = [], 0, 0
+        for i in range(len(core) + len(fill)):
+            if ci < len(core) and i == slots[ci]:
+                body.append(core[ci])
+                ci += 1
+            else:
+                body.append(fill[fi])
+                fi += 1
+        return f"{n}\n" + " ".join(body)
+
+    def _note(self, p, rng):
+        he = p["he"]
+        fill = [self._filler(rng, he) for _ in range(rng.randint(6, 10))]
+        fill.insert(rng.randint(0, len(fill)), f"{he} moved to {p['moved_town']} in "
+                    f"{p['moved_year']}.")
+        return "Later years\n" + " ".join(fill)
+
+
+def long_question(e, kind, world):
+    """(question, answer, the passages needed in reading order)."""
+    if kind in SINGLE_KINDS:
+        q = {"born_where": (f"Where was {e['name']} born?", e.get("town")),
+             "born_when": (f"In which year was {e['name']} born?", str(e.get("year"))),
+             "job": (f"What was {e['name']}'s job?", e.get("job")),
+             "employer": (f"Which company did {e['name']} work at?", e.get("company")),
+             "company_where": (f"Where is {e['name']} based?", e.get("town")),
+             "company_when": (f"In which year was {e['name']} founded?", str(e.get("year"))),
+             "product": (f"What does {e['name']} make?", e.get("product"))}[kind]
+        return q[0], q[1], [e]
+    if kind == "two_hop":
+        c = world.by_name[e["company"]]
+        return f"Where is the company that {e['name']} worked at based?", c["town"], [e, c]
+    if kind == "mentor_born":
+        m = world.by_name[e["mentor"]]
+        return f"Where was the mentor of {e['name']} born?", m["town"], [e, m]
+    if kind == "founder_job":
+        f = world.by_name[e["founder"]]
+        return f"What was the job of the founder of {e['name']}?", f["job"], [e, f]
+    return f"Where did {e['name']} move to?", e["moved_town"], [e, e["note"]]
+
+
+def kinds_for(e):
+    if e["kind"] == "company":
+        return ["company_where", "company_when", "product", "founder_job"]
+    if e["kind"] == "person":
+        return ["born_where", "born_when", "job", "employer", "two_hop", "mentor_born",
+                "moved_to"]
+    return []
+
+
+def _arrange(needed, others, rng, far):
+    """Prompt order: `others` shuffled; two needed passages go to the first and the last
+    third when `far` (a person's note always right after the person)."""
+    order = list(others)
+    rng.shuffle(order)
+    if not needed:
+        pass
+    elif len(needed) == 1:
+        order.insert(rng.randint(0, len(order)), needed[0])
+    elif needed[1]["kind"] == "note":
+        i = rng.randint(0, len(order))
+        order[i:i] = needed
+    else:
+        a, b = needed
+        if rng.random() < 0.5:
+            a, b = b, a
+        n = len(order) + 2
+        if far:
+            i = rng.randint(0, max(0, n // 3 - 1))
+            order.insert(i, a)
+            j = rng.randint(min(len(order), 2 * n // 3), len(order))
+            order.insert(j, b)
+        else:
+            order.insert(rng.randint(0, len(order)), a)
+            order.insert(rng.randint(0, len(order)), b)
+    # Notes of persons in the prompt follow them (a dangling note would name nobody).
+    out = []
+    for e in order:
+        if e["kind"] == "note":
+            continue
+        out.append(e)
+        if e["kind"] == "person" and (e.get("_with_note") or any(
+                x["kind"] == "note" and x["of"] is e for x in needed)):
+            out.append(e["note"])
+    return out
+
+
+def draw_long_prompt(world, rng, passages=(16, 32), kind=None):
+    """A question over `passages` passages (fewest, most; person notes count)."""
+    if kind is None:
+        kind = rng.choices(LONG_KINDS, weights=[1] * len(SINGLE_KINDS) +
+                           [1.5] * len(CROSS_KINDS))[0]
+    if kind in ("company_where", "company_when", "product", "founder_job"):
+        target = rng.choice(world.companies)
+    else:
+        target = rng.choice(world.persons)
+    q, a, needed = long_question(target, kind, world)
+    entities = _fill(world, rng, needed, rng.randint(*passages))
+    order = _arrange(needed, [e for e in entities if e not in needed], rng,
+                     far=rng.random() < 0.8)
+    return {"kind": kind, "question": q, "answer": a, "entities": order}
+
+
+def _fill(world, rng, needed, n):
+    chosen = {id(e) for e in needed}
+    for e in world.persons:
+        e["_with_note"] = False
+    count = len(needed)
+    out = list(needed)
+    while count < n:
+        pool = world.persons if rng.random() < 0.6 else world.companies
+        e = rng.choice(pool)
+        if id(e) in chosen:
+            continue
+        chosen.add(id(e))
+        out.append(e)
+        count += 1
+        if e["kind"] == "person" and count < n and rng.random() < 0.25:
+            e["_with_note"] = True
+            count += 1
+    for e in needed:
+        if e["kind"] == "person" and not any(x["kind"] == "note" for x in needed) and \
+                rng.random() < 0.25 and count < n:
+            e["_with_note"] = True
+            count += 1
+    return out
+
+
+def summary_of(entities):
+    """The reference summary: one sentence per passage, in prompt order."""
+    out = []
+    for e in entities:
+        if e["kind"] == "person":
+            out.append(f"{e['name']} worked as a {e['job']}.")
+        elif e["kind"] == "company":
+            out.append(f"{e['name']} makes {e['product']}.")
+        else:
+            out.append(f"{e['of']['he']} moved to {e['of']['moved_town']}.")
+    return " ".join(out)
+
+
+def draw_summary_prompt(world, rng, passages=(16, 32)):
+    entities = _fill(world, rng, [], rng.randint(*passages))
+    order = _arrange([], entities, rng, far=False)
+    return {"kind": "summary", "question": "", "answer": summary_of(order), "entities": order}
+
+
+def followups(ex, world, rng, most):
+    """Distinct further questions on the prompt's passages (never the first question)."""
+    names = {e["name"] for e in ex["entities"]}
+    pairs = []
+    for e in ex["entities"]:
+        for k in kinds_for(e):
+            q, a, needed = long_question(e, k, world)
+            if q != ex["question"] and all(n["name"] in names for n in needed):
+                pairs.append((q, a))
+    rng.shuffle(pairs)
+    return pairs[:most]
+
+
+def training_world(pools, rng, jobs, products):
+    """A fresh world per training prompt, big enough for 32 passages: facts can only be read."""
+    return LongWorld(pools, rng, n_persons=36, n_companies=14, jobs=jobs, products=products)
