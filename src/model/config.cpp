@@ -33,7 +33,7 @@ bool ModelConfig::layer_is_moe(int layer) const {
 }
 
 int ModelConfig::num_linear_layers() const {
-  return static_cast<int>(std::count(layer_types.begin(), layer_types.end(), LayerKind::Linear));
+  return static_cast<int>(std::count_if(layer_types.begin(), layer_types.end(), is_linear_kind));
 }
 
 int ModelConfig::num_full_layers() const {
@@ -46,7 +46,7 @@ std::string ModelConfig::layout_string() const {
   const int group = full_attention_interval > 0 ? full_attention_interval : 4;
   for (size_t i = 0; i < layer_types.size(); ++i) {
     if (i > 0) s += (i % static_cast<size_t>(group) == 0) ? " | " : " ";
-    s += layer_types[i] == LayerKind::Linear ? "L" : "A";
+    s += is_linear_kind(layer_types[i]) ? "L" : "A";
   }
   return s;
 }

@@ -10,7 +10,15 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
   const double h = c.hidden_size;
   FlopCount f;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.layer_types[layer] == LayerKind::Linear) {
+    if (c.layer_types[layer] == LayerKind::RingLinear) {
+      // q|k|v, the output gate and dense; per head and token of the chunked form: Sᵀq, the
+      // state update and the intra-chunk products.
+      const double inner = static_cast<double>(c.num_attention_heads) * c.head_dim;
+      f.projections += 2.0 * T * h * 5.0 * inner;
+      const double d = c.head_dim;
+      const double C = std::min<double>(chunk, std::max<double>(T, 1.0));
+      f.delta_rule += 2.0 * T * c.num_attention_heads * (2.0 * d * d + C * 2.0 * d);
+    } else if (c.layer_types[layer] == LayerKind::Linear) {
       const double in_rows =
           c.linear_conv_dim() + c.linear_value_dim() + 2.0 * c.linear_num_value_heads;
       f.projections += 2.0 * T * h * (in_rows + c.linear_value_dim());

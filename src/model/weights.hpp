@@ -8,6 +8,7 @@
 #include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 #include "model/config.hpp"
+#include "model/layers_ring.hpp"
 
 namespace hypic::model {
 
@@ -53,7 +54,9 @@ struct LayerWeights {
   Tensor input_norm;      // [hidden] zero-centred
   Tensor post_attn_norm;  // [hidden] zero-centred
   GdnWeights linear;      // when kind == Linear
-  AttentionWeights attn;  // when kind == FullAttention
+  AttentionWeights attn;  // when kind == FullAttention (Qwen's gated attention)
+  // bailing_moe_linear: kind RingLinear, or FullAttention when ring.qkv is not empty.
+  RingAttentionWeights ring;
   bool is_moe = false;
   MlpWeights mlp;  // when !is_moe
   MoeWeights moe;  // when is_moe

@@ -19,7 +19,11 @@ void for_each_tensor(const model::ModelWeights& w,
   for (const model::LayerWeights& l : w.layers) {
     visit(l.input_norm);
     visit(l.post_attn_norm);
-    if (l.kind == model::LayerKind::Linear) {
+    if (!l.ring.qkv.empty()) {
+      for (const Tensor* t : {&l.ring.qkv, &l.ring.dense, &l.ring.q_norm, &l.ring.k_norm,
+                              &l.ring.g_proj, &l.ring.g_norm})
+        if (t->rank() > 0) visit(*t);
+    } else if (l.kind == model::LayerKind::Linear) {
       for (const Tensor* t : {&l.linear.in_proj, &l.linear.conv1d, &l.linear.dt_bias,
                               &l.linear.A_log, &l.linear.norm, &l.linear.out_proj})
         visit(*t);

@@ -34,12 +34,20 @@ Tensor take(store::Entry& stored, const std::string& name, const std::vector<int
   return t;
 }
 
+// The stored shape of a summary's T: [H] one scalar per head (lightning attention), else the
+// dense [H, dk, dk].
+std::vector<int64_t> transition_shape(const LinearSummary& s) {
+  if (s.structure == TStructure::Scalar) return {s.heads};
+  return {s.heads, s.dk, s.dk};
+}
+
 }  // namespace
 
 size_t SegmentEntry::bytes() const {
   size_t total = 0;
   for (const LinearLayerEntry& l : linear)
-    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes();
+    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) +
+             (l.conv.rank() > 0 ? l.conv.bytes() : 0);
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
 }
@@ -60,7 +68,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   std::vector<Tensor> state_w(cache.layers.size());
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind != model::LayerKind::Linear) continue;
+    if (!model::is_linear_kind(lc.kind)) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
     lc.transition = Tensor();
@@ -84,7 +92,28 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   entry.junction = w;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind == model::LayerKind::Linear) {
+    if (lc.kind == model::LayerKind::RingLinear) {
+      // Lightning attention: T is e^{nλ} per head (a scalar); S(R|0) = S_n − t_h · S_w.
+      HYPIC_REQUIRE(
+          lc.transition.numel() == Hv,
+          "the forward pass did not capture the transition of layer " + std::to_string(l));
+      LinearLayerEntry le;
+      le.layer = static_cast<int>(l);
+      LinearSummary& s = le.summary;
+      s.structure = TStructure::Scalar;
+      s.heads = Hv;
+      s.dk = dk;
+      s.dv = dv;
+      s.tokens = n - w;
+      s.t = lc.transition.take_vector();
+      s.s = lc.state.take_vector();
+      if (w > 0) {
+        const size_t per = static_cast<size_t>(dk) * dv;
+        for (size_t h = 0; h < static_cast<size_t>(Hv); ++h)
+          for (size_t i = 0; i < per; ++i) s.s[h * per + i] -= s.t[h] * state_w[l].data()[h * per + i];
+      }
+      entry.linear.push_back(std::move(le));
+    } else if (lc.kind == model::LayerKind::Linear) {
       HYPIC_REQUIRE(
           lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
           "the forward pass did not capture the transition of layer " + std::to_string(l));
@@ -120,11 +149,11 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    Tensor t = Tensor::from_vector({s.heads, s.dk, s.dk}, s.t);
+    Tensor t = Tensor::from_vector(transition_shape(s), s.t);
     Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
-    out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
+    if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
@@ -139,12 +168,12 @@ store::EntryView store_view(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "T"),
-                       store::ArrayView{{s.heads, s.dk, s.dk}, s.t.data()});
+    out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{transition_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
-    out.arrays.emplace(linear_name(l.layer, "conv"),
-                       store::ArrayView{l.conv.shape(), l.conv.data()});
+    if (l.conv.rank() > 0)
+      out.arrays.emplace(linear_name(l.layer, "conv"),
+                         store::ArrayView{l.conv.shape(), l.conv.data()});
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
@@ -163,7 +192,20 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   entry.n_tokens = n;
   entry.junction = w;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    if (cfg.layer_types.at(static_cast<size_t>(l)) == model::LayerKind::Linear) {
+    const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
+    if (kind == model::LayerKind::RingLinear) {  // scalar T per head, no conv
+      LinearLayerEntry le;
+      le.layer = l;
+      LinearSummary& s = le.summary;
+      s.structure = TStructure::Scalar;
+      s.heads = static_cast<int>(Hv);
+      s.dk = static_cast<int>(dk);
+      s.dv = static_cast<int>(dv);
+      s.tokens = n - w;
+      s.t = take(stored, linear_name(l, "T"), {Hv}).take_vector();
+      s.s = take(stored, linear_name(l, "S"), {Hv, dk, dv}).take_vector();
+      entry.linear.push_back(std::move(le));
+    } else if (kind == model::LayerKind::Linear) {
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;
@@ -198,7 +240,7 @@ void round_to_dtype(SegmentEntry& entry, DType dtype) {
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
     round(l.summary.s.data(), l.summary.s.size());
-    round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
+    if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
   for (AttentionLayerEntry& a : entry.attention) {
     round(a.k.data(), static_cast<size_t>(a.k.numel()));

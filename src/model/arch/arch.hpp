@@ -62,6 +62,11 @@ class ArchSpec {
   // mlp.experts.down_proj [E, H, I]) rather than one tensor per expert: true where
   // transformers knows no per-expert form of the architecture. Loading reads either.
   virtual bool saves_fused_experts() const { return false; }
+  // Bailing's tensor names and layouts (bailing_moe_linear): model.word_embeddings, per
+  // layer attention.query_key_value (fused q|k|v rows), attention.dense,
+  // attention.query_layernorm / key_layernorm, and in RingLinear layers attention.g_proj /
+  // g_norm (model/layers_ring.hpp).
+  virtual bool bailing_layout() const { return false; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and
   // the names of the tensors the checkpoint holds.
   virtual void adjust_loaded_config(const nlohmann::json& /*raw*/,
