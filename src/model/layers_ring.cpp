@@ -64,8 +64,7 @@ const float* on_backend(const kernels::Backend& be, const std::vector<float>& v,
 // K/V-free part shared by both kinds: the fused projection split into q [T, Hq·hd],
 // k [T, Hkv·hd], v [T, Hkv·hd], q/k RMSNorm per head.
 void project_qkv(const kernels::Backend& be, const ModelConfig& cfg, const RingAttentionWeights& w,
-                 const float* x, int T, int Hq, int Hkv, float* qkv, float* q, float* k, float* v,
-                 Workspace& ws) {
+                 const float* x, int T, int Hq, int Hkv, float* qkv, float* q, float* k, float* v) {
   const int hd = cfg.head_dim;
   const int width = (Hq + 2 * Hkv) * hd;
   be.linear(x, f32(w.qkv), qkv, T, width, cfg.hidden_size, false);
@@ -74,8 +73,8 @@ void project_qkv(const kernels::Backend& be, const ModelConfig& cfg, const RingA
   be.copy_strided(qkv, width, (Hq + Hkv) * hd, v, T, Hkv * hd);
   if (cfg.use_qk_norm) {
     const float eps = static_cast<float>(cfg.rms_norm_eps);
-    ring_rms_norm(be, q, f32(w.q_norm), q, T * Hq, hd, eps, ws);
-    ring_rms_norm(be, k, f32(w.k_norm), k, T * Hkv, hd, eps, ws);
+    be.rms_norm(q, f32(w.q_norm), q, T * Hq, hd, eps);
+    be.rms_norm(k, f32(w.k_norm), k, T * Hkv, hd, eps);
   }
 }
 
@@ -88,19 +87,6 @@ std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer) {
   std::vector<float> g(slopes.size());
   for (size_t h = 0; h < slopes.size(); ++h) g[h] = static_cast<float>(-slopes[h] * factor);
   return g;
-}
-
-void ring_rms_norm(const kernels::Backend& be, const float* x, const float* w, float* y, int rows,
-                   int cols, float eps, Workspace& ws) {
-  // The zero-centred op with a zero weight normalises; the per-column weight follows as a
-  // batch of 1×1 products (one per column).
-  const size_t n = static_cast<size_t>(rows) * cols;
-  float* zeros = ws.floats(Workspace::kJ, static_cast<size_t>(cols) + n);
-  float* normed = zeros + cols;
-  on_backend(be, std::vector<float>(static_cast<size_t>(cols), 0.0f), zeros);
-  be.rms_norm_zero_centred(x, zeros, normed, rows, cols, eps);
-  be.gemm_strided_batched(false, false, rows, 1, 1, 1.0f, normed, cols, 1, w, 1, 1, 0.0f, y, cols,
-                          1, cols);
 }
 
 void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
@@ -117,7 +103,7 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
   float* q = ws.floats(Workspace::kB, rows * inner);
   float* k = ws.floats(Workspace::kC, rows * inner);
   float* v = ws.floats(Workspace::kD, rows * inner);
-  project_qkv(be, cfg, w, x, T, H, H, qkv, q, k, v, ws);
+  project_qkv(be, cfg, w, x, T, H, H, qkv, q, k, v);
   float* gate = ws.floats(Workspace::kF, rows * inner);
   be.linear(x, f32(w.g_proj), gate, T, inner, hidden, false);
   lap.to(ws.times.gdn_proj);
@@ -181,7 +167,7 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
   float* part = ws.floats(Workspace::kG, rows * cols);
   for (int gi = 0; gi < groups; ++gi) {
     be.copy_strided(core, inner, gi * cols, part, T, cols);
-    ring_rms_norm(be, part, f32(w.g_norm) + static_cast<size_t>(gi) * cols, part, T, cols, eps, ws);
+    be.rms_norm(part, f32(w.g_norm) + static_cast<size_t>(gi) * cols, part, T, cols, eps);
     be.sigmoid_gate(part, gate + static_cast<size_t>(gi) * cols, T, cols, inner);
     be.gemm(false, true, T, hidden, cols, 1.0f, part, cols,
             f32(w.dense) + static_cast<size_t>(gi) * cols, inner, 1.0f, out, hidden);
@@ -204,7 +190,7 @@ void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
   float* k = ws.floats(Workspace::kC, rows * Hkv * hd);
   float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
-  project_qkv(be, cfg, w, x, T, H, Hkv, qkv, q, k, v, ws);
+  project_qkv(be, cfg, w, x, T, H, Hkv, qkv, q, k, v);
   lap.to(ws.times.attn_proj);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);

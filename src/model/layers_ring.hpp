@@ -42,10 +42,6 @@ struct RingAttentionWeights {
 // num_attention_heads heads.
 std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer);
 
-// y = w · x · rsqrt(mean x² + eps) per row (plain RMSNorm), on the backend.
-void ring_rms_norm(const kernels::Backend& be, const float* x, const float* w, float* y, int rows,
-                   int cols, float eps, Workspace& ws);
-
 // Lightning attention over spans (see layers.hpp Span / AfterSpan; after may be null):
 // out += layer(x). Advances cache.state; while cache.capture_transition is set, multiplies
 // cache.transition ([H], one scalar per head) by the block's e^{nλ}.

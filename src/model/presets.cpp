@@ -56,7 +56,7 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
   } else if (n == "lm_head.weight") {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.hidden_size)));
   } else if (ends_with(n, "linear_attn.norm.weight") ||
-             (c.arch_spec().bailing_layout() && ends_with(n, "norm.weight"))) {
+             (!c.zero_centred_norm && ends_with(n, "norm.weight"))) {
     // plain (not zero-centred) RMSNorm weights
     fill_normal(1.0, 0.05);
   } else if (ends_with(n, "norm.weight")) {  // input/post-attention/final/q/k norms

@@ -28,7 +28,8 @@ size_t ModelWeights::parameter_count() const {
     n += static_cast<size_t>(r.qkv.numel() + r.dense.numel() + r.q_norm.numel() +
                              r.k_norm.numel() + r.g_proj.numel() + r.g_norm.numel());
     n += mlp_count(L.mlp);
-    n += static_cast<size_t>(L.moe.router.numel() + L.moe.shared_expert_gate.numel());
+    n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
+                             L.moe.shared_expert_gate.numel());
     for (const MlpWeights& e : L.moe.experts) n += mlp_count(e);
     n += mlp_count(L.moe.shared_expert);
   }
@@ -69,8 +70,9 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
     for (Tensor* t :
          {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
           &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
-          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.shared_expert_gate, &L.ring.qkv,
-          &L.ring.dense, &L.ring.q_norm, &L.ring.k_norm, &L.ring.g_proj, &L.ring.g_norm})
+          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.router_bias,
+          &L.moe.shared_expert_gate, &L.ring.qkv, &L.ring.dense, &L.ring.q_norm, &L.ring.k_norm,
+          &L.ring.g_proj, &L.ring.g_norm})
       upload(*t, be);
     upload(L.mlp, be);
     for (MlpWeights& e : L.moe.experts) upload(e, be);

@@ -34,6 +34,7 @@ void for_each_tensor(const model::ModelWeights& w,
     }
     if (l.is_moe) {
       visit(l.moe.router);
+      if (!l.moe.router_bias.empty()) visit(l.moe.router_bias);
       for (const model::MlpWeights& e : l.moe.experts) mlp(e);
       mlp(l.moe.shared_expert);
       visit(l.moe.shared_expert_gate);

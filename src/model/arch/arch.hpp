@@ -67,6 +67,16 @@ class ArchSpec {
   // attention.query_layernorm / key_layernorm, and in RingLinear layers attention.g_proj /
   // g_norm (model/layers_ring.hpp).
   virtual bool bailing_layout() const { return false; }
+  // Names of an MoE layer's tensors, relative to "<prefix>layers.<i>.", where architectures
+  // differ (defaults: Qwen's). An empty name: the architecture has no such tensor (then the
+  // config must agree: no shared expert means shared_expert_intermediate_size == 0).
+  struct MoeNames {
+    std::string block = "mlp.";                            // the MoE block
+    std::string router_bias;                               // e.g. "gate.e_score_correction_bias"
+    std::string shared = "shared_expert.";                 // the shared expert's SwiGLU
+    std::string shared_gate = "shared_expert_gate.weight"; // its sigmoid gate
+  };
+  virtual MoeNames moe_names() const { return {}; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and
   // the names of the tensors the checkpoint holds.
   virtual void adjust_loaded_config(const nlohmann::json& /*raw*/,

@@ -5,6 +5,7 @@
 // attention layer; plain RMSNorms; a dense SwiGLU MLP below first_k_dense_replace and a
 // sigmoid-routed MoE (expert bias, grouped top-k, routed scaling) with ungated shared experts
 // above. Formulas and sources: docs/model-reference.md §9; tensor names: docs/models.md.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "hypic/error.hpp"
@@ -52,6 +53,7 @@ class BailingMoeLinear final : public ArchSpec {
     c.hidden_size = f.integer("hidden_size");
     c.num_hidden_layers = f.integer("num_hidden_layers");
     c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
+    c.zero_centred_norm = false;
     c.max_position_embeddings = f.integer("max_position_embeddings", 32768);
     c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
     const std::string act = f.string("hidden_act", "silu");
@@ -98,6 +100,15 @@ class BailingMoeLinear final : public ArchSpec {
       const int shared = f.integer("num_shared_experts", 0);
       c.shared_expert_intermediate_size =
           shared * f.integer("moe_shared_expert_intermediate_size", c.moe_intermediate_size);
+      c.moe_scoring = f.string("score_function", "softmax");
+      const bool bias = f.boolean("moe_router_enable_expert_bias", false);
+      HYPIC_REQUIRE(bias == (c.moe_scoring == "sigmoid"),
+                    "config.json: field 'moe_router_enable_expert_bias' must be true exactly when "
+                    "'score_function' is 'sigmoid' (as the published models pair them)");
+      // n_group / topk_group 0 (or absent) mean no expert groups.
+      c.moe_n_group = std::max(1, f.integer("n_group", 1));
+      c.moe_topk_group = c.moe_n_group == 1 ? 1 : std::max(1, f.integer("topk_group", 1));
+      c.moe_routed_scaling_factor = f.number("routed_scaling_factor", 1.0);
     }
     read_dense_mlp_width(f, c);
     read_token_ids(f, f, c);
@@ -135,6 +146,11 @@ class BailingMoeLinear final : public ArchSpec {
       t["norm_topk_prob"] = c.norm_topk_prob;
       t["num_shared_experts"] = c.shared_expert_intermediate_size > 0 ? 1 : 0;
       t["moe_shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+      t["score_function"] = c.moe_scoring;
+      t["moe_router_enable_expert_bias"] = c.moe_scoring == "sigmoid";
+      t["n_group"] = c.moe_n_group;
+      t["topk_group"] = c.moe_topk_group;
+      t["routed_scaling_factor"] = c.moe_routed_scaling_factor;
     }
     t["tie_word_embeddings"] = c.tie_word_embeddings;
     t["max_position_embeddings"] = c.max_position_embeddings;
@@ -169,6 +185,14 @@ class BailingMoeLinear final : public ArchSpec {
   // Multi-token prediction layers (num_nextn_predict_layers > 0).
   std::vector<std::string> ignored_prefixes() const override { return {"model.mtp."}; }
   bool bailing_layout() const override { return true; }
+  // mlp.gate.weight + mlp.gate.expert_bias (sigmoid routing), ungated mlp.shared_experts.
+  MoeNames moe_names() const override {
+    MoeNames n;
+    n.router_bias = "gate.expert_bias";
+    n.shared = "shared_experts.";
+    n.shared_gate.clear();
+    return n;
+  }
 
   std::vector<std::string> preset_names() const override { return {"tiny", "small", "bench"}; }
 
@@ -198,6 +222,7 @@ class BailingMoeLinear final : public ArchSpec {
     c.partial_rotary_factor = 0.5;
     c.rope_theta = s.theta;
     c.rms_norm_eps = 1e-6;
+    c.zero_centred_norm = false;
     c.max_position_embeddings = s.max_positions;
     c.use_qk_norm = true;
     c.group_norm_size = s.norm_groups;
@@ -208,6 +233,10 @@ class BailingMoeLinear final : public ArchSpec {
     c.moe_intermediate_size = s.moe_intermediate;
     c.shared_expert_intermediate_size = s.shared;
     c.norm_topk_prob = true;
+    c.moe_scoring = "sigmoid";
+    c.moe_n_group = 4;
+    c.moe_topk_group = 2;
+    c.moe_routed_scaling_factor = 2.5;
     set_layer_types(c);
     mirror_linear_fields(c);
   }
