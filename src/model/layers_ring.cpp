@@ -194,7 +194,9 @@ void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
   lap.to(ws.times.attn_proj);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);
-  std::vector<int> positions(n_spans > 1 ? rows : 0);
+  // Explicit query positions whenever something may be spliced after a span: a lone window
+  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
+  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
   for (int i = 0; i < n_spans; ++i) {
     const Span& s = spans[i];
     const int n = s.rows();
