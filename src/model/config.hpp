@@ -16,7 +16,9 @@ namespace hypic::model {
 // (bailing_moe_linear: scalar decay per head, RoPE on q and k, no conv; src/model/layers_ring.hpp).
 enum class LayerKind { Linear, FullAttention, RingLinear };
 // Whether a layer kind keeps a recurrent state (a linear-attention layer) rather than K/V.
-inline bool is_linear_kind(LayerKind k) { return k == LayerKind::Linear || k == LayerKind::RingLinear; }
+inline bool is_linear_kind(LayerKind k) {
+  return k == LayerKind::Linear || k == LayerKind::RingLinear;
+}
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
 const char* arch_name(const ArchSpec* arch);
@@ -71,10 +73,10 @@ struct ModelConfig {
 
   // bailing_moe_linear (Ring-linear). Its linear layers use num_attention_heads / head_dim
   // (MHA) and no conv; the arch mirrors them into the linear_* fields (conv kernel 1).
-  int layer_group_size = 0;    // every layer_group_size-th layer (and the tail) is full attention
-  int group_norm_size = 1;     // groups of the linear layers' output RMSNorm (g_norm)
-  bool linear_silu = false;    // SiLU on the linear layers' q/k/v projections
-  bool use_qk_norm = true;     // plain RMSNorm on q and k (both attention kinds)
+  int layer_group_size = 0;  // every layer_group_size-th layer (and the tail) is full attention
+  int group_norm_size = 1;   // groups of the linear layers' output RMSNorm (g_norm)
+  bool linear_silu = false;  // SiLU on the linear layers' q/k/v projections
+  bool use_qk_norm = true;   // plain RMSNorm on q and k (both attention kinds)
   int first_k_dense_replace = 0;  // layers below this one have a dense MLP
 
   // Token ids from config.json, when given (-1 / empty otherwise). Informational.

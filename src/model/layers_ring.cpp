@@ -47,7 +47,8 @@ std::vector<double> alibi_slopes(int n) {
   const int p = 1 << static_cast<int>(std::floor(lg));
   std::vector<double> s = pow2(p);
   const std::vector<double> twice = alibi_slopes(2 * p);
-  for (int i = 0; static_cast<int>(s.size()) < n; i += 2) s.push_back(twice[static_cast<size_t>(i)]);
+  for (int i = 0; static_cast<int>(s.size()) < n; i += 2)
+    s.push_back(twice[static_cast<size_t>(i)]);
   return s;
 }
 
@@ -90,9 +91,8 @@ std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer) {
 }
 
 void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
-                       const RingAttentionWeights& w, const float* x, float* out,
-                       const Span* spans, int n_spans, LayerCache& cache, Workspace& ws,
-                       const AfterSpan* after) {
+                       const RingAttentionWeights& w, const float* x, float* out, const Span* spans,
+                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after) {
   const int hidden = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
   const int inner = H * hd;
   const int T = spans[n_spans - 1].end;
@@ -138,9 +138,8 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
       if (cache.capture_transition) {
         be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
         if (cache.transition.empty()) {
-          cache.transition = be.device() == Device::Host
-                                 ? Tensor({H})
-                                 : Tensor({H}, DType::F32, be.device(), &be);
+          cache.transition =
+              be.device() == Device::Host ? Tensor({H}) : Tensor({H}, DType::F32, be.device(), &be);
           be.copy_within(f32(cache.transition), block_t, sizeof(float) * H);
         } else {  // transition ← e^{nλ} · transition, per head (a batch of 1×1 products)
           float* before = ws.floats(Workspace::kJ, H);

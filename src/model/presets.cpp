@@ -69,8 +69,7 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     for (int64_t i = 0; i < out.numel(); ++i)
       out[i] = static_cast<float>(std::log(1.0 + 15.0 * rng.uniform()));
   } else if (ends_with(n, "out_proj.weight") || ends_with(n, "o_proj.weight") ||
-             ends_with(n, "attention.dense.weight") ||
-             ends_with(n, "down_proj.weight")) {
+             ends_with(n, "attention.dense.weight") || ends_with(n, "down_proj.weight")) {
     fill_normal(0.0, residual_scale / std::sqrt(fan_in));
   } else {
     fill_normal(0.0, 1.0 / std::sqrt(fan_in));

@@ -67,12 +67,13 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
   for (LayerWeights& L : w.layers) {
     upload(L.input_norm, be);
     upload(L.post_attn_norm, be);
-    for (Tensor* t :
-         {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
-          &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
-          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.router_bias,
-          &L.moe.shared_expert_gate, &L.ring.qkv, &L.ring.dense, &L.ring.q_norm, &L.ring.k_norm,
-          &L.ring.g_proj, &L.ring.g_norm})
+    for (Tensor* t : {&L.linear.in_proj, &L.linear.conv1d,   &L.linear.dt_bias,
+                      &L.linear.A_log,   &L.linear.norm,     &L.linear.out_proj,
+                      &L.attn.q_proj,    &L.attn.k_proj,     &L.attn.v_proj,
+                      &L.attn.o_proj,    &L.attn.q_norm,     &L.attn.k_norm,
+                      &L.moe.router,     &L.moe.router_bias, &L.moe.shared_expert_gate,
+                      &L.ring.qkv,       &L.ring.dense,      &L.ring.q_norm,
+                      &L.ring.k_norm,    &L.ring.g_proj,     &L.ring.g_norm})
       upload(*t, be);
     upload(L.mlp, be);
     for (MlpWeights& e : L.moe.experts) upload(e, be);

@@ -110,7 +110,8 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       if (w > 0) {
         const size_t per = static_cast<size_t>(dk) * dv;
         for (size_t h = 0; h < static_cast<size_t>(Hv); ++h)
-          for (size_t i = 0; i < per; ++i) s.s[h * per + i] -= s.t[h] * state_w[l].data()[h * per + i];
+          for (size_t i = 0; i < per; ++i)
+            s.s[h * per + i] -= s.t[h] * state_w[l].data()[h * per + i];
       }
       entry.linear.push_back(std::move(le));
     } else if (lc.kind == model::LayerKind::Linear) {
@@ -168,7 +169,8 @@ store::EntryView store_view(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{transition_shape(s), s.t.data()});
+    out.arrays.emplace(linear_name(l.layer, "T"),
+                       store::ArrayView{transition_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
     if (l.conv.rank() > 0)

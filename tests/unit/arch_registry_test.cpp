@@ -112,8 +112,10 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
           ++hits[static_cast<size_t>(r)];
         }
       // Only Gated DeltaNet layers read in_proj (bailing_moe_linear has none: no parts).
-      const bool gdn = std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
-      EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [gdn](int h) { return h == (gdn ? 1 : 0); }))
+      const bool gdn =
+          std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
+      EXPECT_TRUE(
+          std::all_of(hits.begin(), hits.end(), [gdn](int h) { return h == (gdn ? 1 : 0); }))
           << a->name() << ": in_proj parts must cover every canonical row once";
 
       const std::string prefix = a->weight_prefixes().front();

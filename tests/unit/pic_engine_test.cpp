@@ -133,7 +133,7 @@ TEST(PicEngine, FirstLinearLayerComposedStateEqualsRecompute) {
     } else {
       EXPECT_LE(e0, 1e-5);  // no conv tail: layer 0 composes exactly without a window too
     }
-    EXPECT_LE(eb, 1e-2);     // bf16 T and S(R|0): one rounding's worth (2^-9), not compounding
+    EXPECT_LE(eb, 1e-2);  // bf16 T and S(R|0): one rounding's worth (2^-9), not compounding
     EXPECT_LE(eh, 2e-3);
     EXPECT_EQ(w8.n_tokens, full.n_tokens);
   }

@@ -38,7 +38,8 @@ TEST(RingLinear, DecaySlopes) {
   cfg.num_attention_heads = 6;
   cfg.num_hidden_layers = 7;
   const std::vector<float> g = hypic::model::ring_log_decay(cfg, 3);
-  const double slopes[6] = {0.25, 0.0625, 0.015625, 0.00390625, std::pow(2.0, -1), std::pow(2.0, -3)};
+  const double slopes[6] = {
+      0.25, 0.0625, 0.015625, 0.00390625, std::pow(2.0, -1), std::pow(2.0, -3)};
   ASSERT_EQ(g.size(), 6u);
   for (int h = 0; h < 6; ++h)
     EXPECT_NEAR(g[static_cast<size_t>(h)], -slopes[h] * (1.0 - 2.0 / 6.0 + 1e-5), 1e-7) << h;
@@ -57,8 +58,8 @@ TEST(RingLinear, ReRotatedStateAtShiftedOffsetEqualsRecompute) {
     if (cfg.layer_types[static_cast<size_t>(l)] == LayerKind::RingLinear) first = l;
   ASSERT_EQ(first, 0);
   std::mt19937 rng(3);
-  for (auto [prefix_len, junction] : {std::pair{37, 0}, std::pair{130, 0}, std::pair{0, 8},
-                                     std::pair{37, 8}}) {
+  for (auto [prefix_len, junction] :
+       {std::pair{37, 0}, std::pair{130, 0}, std::pair{0, 8}, std::pair{37, 8}}) {
     const auto prefix = pic_test::random_tokens(rng, prefix_len, cfg.vocab_size);
     const auto segment = pic_test::random_tokens(rng, 45, cfg.vocab_size);
     std::vector<int32_t> all = prefix;
@@ -86,8 +87,9 @@ TEST(RingLinear, ReRotatedStateAtShiftedOffsetEqualsRecompute) {
                              {unrotated.layers[static_cast<size_t>(first)].state.data()});
     const double err_unrotated = rel_diff(unrotated.layers[static_cast<size_t>(first)].state.data(),
                                           want.data(), want.values().size());
-    std::printf("[ ring     ] offset %d, window %d: composed vs recompute %.3g, without re-rotation %.3g\n",
-                prefix_len, junction, err, err_unrotated);
+    std::printf(
+        "[ ring     ] offset %d, window %d: composed vs recompute %.3g, without re-rotation %.3g\n",
+        prefix_len, junction, err, err_unrotated);
     EXPECT_LE(err, 1e-5);
     if (prefix_len > 0 && junction == 0) EXPECT_GT(err_unrotated, 1e-2);
   }

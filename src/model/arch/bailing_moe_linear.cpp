@@ -57,8 +57,8 @@ class BailingMoeLinear final : public ArchSpec {
     c.max_position_embeddings = f.integer("max_position_embeddings", 32768);
     c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
     const std::string act = f.string("hidden_act", "silu");
-    HYPIC_REQUIRE(act == "silu", "config.json: field 'hidden_act' is '" + act +
-                                     "'; only 'silu' is supported");
+    HYPIC_REQUIRE(act == "silu",
+                  "config.json: field 'hidden_act' is '" + act + "'; only 'silu' is supported");
     require_flag(f, "use_rmsnorm", true);
     require_flag(f, "use_bias", false);
     require_flag(f, "use_qkv_bias", false);
