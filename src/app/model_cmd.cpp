@@ -102,10 +102,11 @@ int run_info(const std::string& dir) {
   std::printf("per layer    :\n");
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const LayerKind kind = c.layer_types[static_cast<size_t>(i)];
-    const char* what = kind == LayerKind::Linear      ? "gated deltanet"
-                       : kind == LayerKind::Lightning ? "lightning attn"
-                       : c.attention_output_gate      ? "gated attention"
-                                                      : "attention";
+    const char* what = kind == LayerKind::Linear       ? "gated deltanet"
+                       : kind == LayerKind::Lightning  ? "lightning attn"
+                       : kind == LayerKind::RingLinear ? "lightning attn (RoPE)"
+                       : c.attention_output_gate       ? "gated attention"
+                                                       : "attention";
     std::string mlp =
         c.layer_is_moe(i) ? "MoE" : "dense MLP (" + std::to_string(c.intermediate_size) + ")";
     std::printf("  %3d  %-16s %s\n", i, what, mlp.c_str());

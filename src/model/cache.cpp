@@ -44,7 +44,7 @@ InferenceCache InferenceCache::empty(const ModelConfig& cfg, const Allocator* de
       lc.state =
           Tensor({cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim});
       lc.conv = Tensor({cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
-    } else if (lc.kind == LayerKind::Lightning) {  // no conv: the state alone
+    } else if (lc.kind == LayerKind::Lightning || lc.kind == LayerKind::RingLinear) {  // no conv
       lc.state = Tensor({cfg.num_attention_heads, cfg.head_dim, cfg.head_dim});
     } else {
       lc.k = Tensor({0, cfg.num_key_value_heads, cfg.head_dim});

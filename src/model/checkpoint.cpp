@@ -88,6 +88,18 @@ ModelWeights allocate(const ModelConfig& c) {
       L.linear.A_log = Tensor({Hv});
       L.linear.norm = Tensor({dv});
       L.linear.out_proj = Tensor({H, vd});
+    } else if (c.arch_spec().bailing_layout()) {  // Ring: fused q|k|v, plain q/k norms
+      const int64_t kv = L.kind == LayerKind::RingLinear ? Hq : Hkv;
+      L.ring.qkv = Tensor({(Hq + 2 * kv) * hd, H});
+      L.ring.dense = Tensor({H, Hq * hd});
+      if (c.use_qk_norm) {
+        L.ring.q_norm = Tensor({hd});
+        L.ring.k_norm = Tensor({hd});
+      }
+      if (L.kind == LayerKind::RingLinear) {
+        L.ring.g_proj = Tensor({Hq * hd, H});
+        L.ring.g_norm = Tensor({Hq * hd});
+      }
     } else {
       L.attn.q_proj = Tensor({(c.attention_output_gate ? 2 : 1) * Hq * hd, H});
       L.attn.k_proj = Tensor({Hkv * hd, H});
@@ -138,7 +150,9 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
   // The architecture names and orders the tensors that make up a linear layer's in_proj.
   const std::vector<InProjPart> in_proj_parts = c.arch_spec().linear_in_proj(c);
 
-  add(prefix + "embed_tokens.weight", {V, H}, [](ModelWeights& w) { return &w.embed; });
+  const bool bailing = c.arch_spec().bailing_layout();
+  add(prefix + (bailing ? "word_embeddings.weight" : "embed_tokens.weight"), {V, H},
+      [](ModelWeights& w) { return &w.embed; });
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const size_t li = static_cast<size_t>(i);
     const std::string L = prefix + "layers." + std::to_string(i) + ".";
@@ -168,6 +182,26 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       add(A + "norm.weight", {dv}, [li](ModelWeights& w) { return &w.layers[li].linear.norm; });
       add(A + "out_proj.weight", {H, vd},
           [li](ModelWeights& w) { return &w.layers[li].linear.out_proj; });
+    } else if (bailing) {
+      const std::string A = L + "attention.";
+      const bool lin = c.layer_types[li] == LayerKind::RingLinear;
+      const int64_t kv = lin ? Hq : Hkv;
+      add(A + "query_key_value.weight", {(Hq + 2 * kv) * hd, H},
+          [li](ModelWeights& w) { return &w.layers[li].ring.qkv; });
+      add(A + "dense.weight", {H, Hq * hd},
+          [li](ModelWeights& w) { return &w.layers[li].ring.dense; });
+      if (c.use_qk_norm) {
+        add(A + "query_layernorm.weight", {hd},
+            [li](ModelWeights& w) { return &w.layers[li].ring.q_norm; });
+        add(A + "key_layernorm.weight", {hd},
+            [li](ModelWeights& w) { return &w.layers[li].ring.k_norm; });
+      }
+      if (lin) {
+        add(A + "g_proj.weight", {Hq * hd, H},
+            [li](ModelWeights& w) { return &w.layers[li].ring.g_proj; });
+        add(A + "g_norm.weight", {Hq * hd},
+            [li](ModelWeights& w) { return &w.layers[li].ring.g_norm; });
+      }
     } else {
       const std::string A = L + "self_attn.";
       add(A + "q_proj.weight", {(c.attention_output_gate ? 2 : 1) * Hq * hd, H},

@@ -33,8 +33,7 @@ bool ModelConfig::layer_is_moe(int layer) const {
 }
 
 int ModelConfig::num_linear_layers() const {
-  // Every recurrent kind counts as linear (Gated DeltaNet, lightning attention).
-  return static_cast<int>(layer_types.size()) - num_full_layers();
+  return static_cast<int>(std::count_if(layer_types.begin(), layer_types.end(), is_linear_kind));
 }
 
 int ModelConfig::num_full_layers() const {
@@ -47,7 +46,7 @@ std::string ModelConfig::layout_string() const {
   const int group = full_attention_interval > 0 ? full_attention_interval : 4;
   for (size_t i = 0; i < layer_types.size(); ++i) {
     if (i > 0) s += (i % static_cast<size_t>(group) == 0) ? " | " : " ";
-    s += layer_types[i] == LayerKind::FullAttention ? "A" : "L";
+    s += is_linear_kind(layer_types[i]) ? "L" : "A";
   }
   return s;
 }

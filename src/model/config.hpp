@@ -13,8 +13,13 @@
 namespace hypic::model {
 
 // Gated DeltaNet / (gated) softmax attention / MiniMax lightning attention
-// (model/layers_lightning.hpp)
-enum class LayerKind { Linear, FullAttention, Lightning };
+// (model/layers_lightning.hpp) / Ring-linear's lightning attention (bailing_moe_linear: scalar
+// decay per head, RoPE on q and k, no conv; model/layers_ring.hpp).
+enum class LayerKind { Linear, FullAttention, Lightning, RingLinear };
+// Whether a layer kind keeps a recurrent state (a linear-attention layer) rather than K/V.
+inline bool is_linear_kind(LayerKind k) {
+  return k == LayerKind::Linear || k == LayerKind::Lightning || k == LayerKind::RingLinear;
+}
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
 const char* arch_name(const ArchSpec* arch);
@@ -78,6 +83,13 @@ struct ModelConfig {
   double full_attn_alpha = 1.0, full_attn_beta = 1.0;
   double mlp_alpha = 1.0, mlp_beta = 1.0;
   int lightning_block_size = 256;  // transformers' chunk length (no effect on the result)
+  // bailing_moe_linear (Ring-linear). Its linear layers use num_attention_heads / head_dim
+  // (MHA) and no conv; the arch mirrors them into the linear_* fields (conv kernel 1).
+  int layer_group_size = 0;  // every layer_group_size-th layer (and the tail) is full attention
+  int group_norm_size = 1;   // groups of the linear layers' output RMSNorm (g_norm)
+  bool linear_silu = false;  // SiLU on the linear layers' q/k/v projections
+  bool use_qk_norm = true;   // plain RMSNorm on q and k (both attention kinds)
+  int first_k_dense_replace = 0;  // layers below this one have a dense MLP
 
   // Token ids from config.json, when given (-1 / empty otherwise). Informational.
   int bos_token_id = -1;

@@ -132,8 +132,9 @@ ConfigSummary kimi_linear(const json& root) {
   return s;
 }
 
-// Ring-linear (BailingMoeLinearV2ForCausalLM, remote code): every layer_group_size-th layer
-// (and any tail past the last whole group) is GQA softmax attention, the others lightning
+// Ring-linear (BailingMoeLinearV2ForCausalLM, remote code; runnable: src/model/arch/
+// bailing_moe_linear.cpp, whose tensor layout gives the same total): every layer_group_size-th
+// layer (and any tail past the last whole group) is GQA softmax attention, the others lightning
 // linear attention (MHA, a constant decay per head, so T is one scalar per head); a dense
 // MLP below first_k_dense_replace, MoE with shared experts above. Tensors per layer
 // (names under model.layers.l.): linear attention.query_key_value [3·H·d, h],
@@ -146,6 +147,7 @@ ConfigSummary bailing_moe_linear(const json& root) {
   ConfigSummary s;
   s.model_type = "bailing_moe_linear";
   s.architecture = "bailing_moe_linear";
+  s.runnable = true;
   s.linear_kind = "lightning attention";
   s.full_kind = "softmax attention";
   const uint64_t h = static_cast<uint64_t>(f.integer("hidden_size"));
@@ -198,8 +200,8 @@ ConfigSummary summarize_config(const json& root) {
   if (type == "kimi_linear") return kimi_linear(root);
   if (type == "bailing_moe_linear") return bailing_moe_linear(root);
   if (arch_for_model_type(type) == nullptr)
-    throw Error("config.json: unsupported model_type '" + type + "' (supported: " +
-                supported_architectures() + "; config only: kimi_linear, bailing_moe_linear)");
+    throw Error("config.json: unsupported model_type '" + type +
+                "' (supported: " + supported_architectures() + "; config only: kimi_linear)");
   return runnable(root);
 }
 

@@ -10,7 +10,8 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
   const double h = c.hidden_size;
   FlopCount f;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.layer_types[layer] == LayerKind::Lightning) {
+    if (c.layer_types[layer] == LayerKind::Lightning ||
+        c.layer_types[layer] == LayerKind::RingLinear) {
       // qkv, output gate and out_proj; the recurrence as a non-erasing member (S update and
       // Sᵀq, plus the intra-chunk Q Kᵀ and its product with V).
       const double width = static_cast<double>(c.num_attention_heads) * c.head_dim;

@@ -149,6 +149,10 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
       gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
     else if (lw.kind == LayerKind::Lightning)
       lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    else if (lw.kind == LayerKind::RingLinear)
+      ring_linear_layer(be, cfg_, l, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    else if (!lw.ring.qkv.empty())
+      ring_attention_layer(be, cfg_, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
     else
       attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
 
@@ -196,7 +200,7 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
   for (const LayerCache& lc : cache.layers) {
-    const Tensor& t = lc.kind == LayerKind::FullAttention ? lc.k : lc.state;
+    const Tensor& t = is_linear_kind(lc.kind) ? lc.state : lc.k;
     HYPIC_REQUIRE(t.device() == backend_->device(),
                   std::string("the inference cache is in ") + device_name(t.device()) +
                       " memory but the model computes in " + device_name(backend_->device()) +

@@ -212,7 +212,9 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   const float theta = static_cast<float>(cfg.rope_theta);
   // Each span's K and V join the cache at its place, then the hook appends what follows it.
   // (Positions are built here and handed to the op in the backend's memory.)
-  std::vector<int> positions(n_spans > 1 ? rows : 0);
+  // Explicit query positions whenever something may be spliced after a span: a lone window
+  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
+  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
   for (int i = 0; i < n_spans; ++i) {
     const Span& s = spans[i];
     const int n = s.rows();

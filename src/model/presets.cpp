@@ -49,13 +49,15 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
   };
   const double fan_in = static_cast<double>(t.shape.back());
   const double residual_scale = 1.0 / std::sqrt(2.0 * c.num_hidden_layers);
-  if (ends_with(n, "embed_tokens.weight")) {
+  if (ends_with(n, "embed_tokens.weight") || ends_with(n, "word_embeddings.weight")) {
     // Tied embeddings also produce the logits; hidden^-1/4 keeps both the input scale and
     // the logit spread moderate.
     fill_normal(0.0, c.tie_word_embeddings ? std::pow(c.hidden_size, -0.25) : 1.0);
   } else if (n == "lm_head.weight") {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.hidden_size)));
-  } else if (ends_with(n, "linear_attn.norm.weight")) {
+  } else if (ends_with(n, "linear_attn.norm.weight") ||
+             (!c.zero_centred_norm && ends_with(n, "norm.weight"))) {
+    // plain (not zero-centred) RMSNorm weights
     fill_normal(1.0, 0.05);
   } else if (ends_with(n, "norm.weight")) {              // input/post-attention/final/q/k norms
     fill_normal(c.zero_centred_norm ? 0.0 : 1.0, 0.05);  // plain weights (MiniMax) around 1
@@ -67,7 +69,8 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     for (int64_t i = 0; i < out.numel(); ++i)
       out[i] = static_cast<float>(std::log(1.0 + 15.0 * rng.uniform()));
   } else if (ends_with(n, "out_proj.weight") || ends_with(n, "o_proj.weight") ||
-             ends_with(n, "down_proj.weight") || ends_with(n, ".w2.weight")) {
+             ends_with(n, "down_proj.weight") || ends_with(n, ".w2.weight") ||
+             ends_with(n, "attention.dense.weight")) {
     fill_normal(0.0, residual_scale / std::sqrt(fan_in));
   } else {
     fill_normal(0.0, 1.0 / std::sqrt(fan_in));

@@ -27,6 +27,9 @@ size_t ModelWeights::parameter_count() const {
     const LightningWeights& lw = L.lightning;
     n += static_cast<size_t>(lw.qkv_proj.numel() + lw.output_gate.numel() + lw.norm.numel() +
                              lw.out_proj.numel());
+    const RingAttentionWeights& r = L.ring;
+    n += static_cast<size_t>(r.qkv.numel() + r.dense.numel() + r.q_norm.numel() + r.k_norm.numel() +
+                             r.g_proj.numel() + r.g_norm.numel());
     n += mlp_count(L.mlp);
     n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
                              L.moe.shared_expert_gate.numel());
@@ -73,7 +76,8 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
                       &L.moe.router_bias, &L.moe.shared_expert_gate})
       upload(*t, be);
     for (Tensor* t : {&L.lightning.qkv_proj, &L.lightning.output_gate, &L.lightning.norm,
-                      &L.lightning.out_proj})
+                      &L.lightning.out_proj, &L.ring.qkv, &L.ring.dense, &L.ring.q_norm,
+                      &L.ring.k_norm, &L.ring.g_proj, &L.ring.g_norm})
       upload(*t, be);
     upload(L.mlp, be);
     for (MlpWeights& e : L.moe.experts) upload(e, be);

@@ -8,6 +8,7 @@
 #include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 #include "model/config.hpp"
+#include "model/layers_ring.hpp"
 
 namespace hypic::model {
 
@@ -65,8 +66,10 @@ struct LayerWeights {
   Tensor input_norm;           // [hidden] (zero-centred where cfg.zero_centred_norm)
   Tensor post_attn_norm;       // [hidden] (likewise)
   GdnWeights linear;           // when kind == Linear
-  AttentionWeights attn;       // when kind == FullAttention
+  AttentionWeights attn;       // when kind == FullAttention (Qwen's gated attention)
   LightningWeights lightning;  // when kind == Lightning
+  // bailing_moe_linear: kind RingLinear, or FullAttention when ring.qkv is not empty.
+  RingAttentionWeights ring;
   bool is_moe = false;
   MlpWeights mlp;  // when !is_moe
   MoeWeights moe;  // when is_moe

@@ -95,29 +95,47 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
   HYPIC_REQUIRE(!resident || entry.where == be.device(),
                 std::string("segment entry is resident on ") + device_name(entry.where) +
                     ", the model computes on " + device_name(be.device()));
-  if (cache.kind != model::LayerKind::FullAttention) {  // Gated DeltaNet or lightning
-    for (const LinearLayerEntry& l : entry.linear) {
-      if (l.layer != layer) continue;
-      HYPIC_REQUIRE(cache.conv.shape() == l.conv.shape(),
+  if (model::is_linear_kind(cache.kind)) {
+    for (const LinearLayerEntry& entry_layer : entry.linear) {
+      if (entry_layer.layer != layer) continue;
+      HYPIC_REQUIRE(cache.conv.shape() == entry_layer.conv.shape(),
                     "segment entry does not fit layer " + std::to_string(layer));
+      const bool has_conv = entry_layer.conv.rank() > 0;
       if (resident) {  // the memory tier's device copy: nothing crosses the bus
-        const kernels::TransitionRef ref = resident_transition(l);
+        HYPIC_REQUIRE(cache.kind != model::LayerKind::RingLinear,
+                      "re-rotating a Ring-linear entry held in device memory is not implemented "
+                      "yet; run bailing_moe_linear with --device cpu");
+        const kernels::TransitionRef ref = resident_transition(entry_layer);
         float* state = model::f32(cache.state);
         be.compose_states(&ref, &state, 1, addition);
-        if (l.conv.rank() > 0) be.copy_within(model::f32(cache.conv), l.conv.raw(), l.conv.bytes());
+        if (has_conv)
+          be.copy_within(model::f32(cache.conv), entry_layer.conv.raw(), entry_layer.conv.bytes());
         return;
       }
+      // RingLinear keys carry RoPE: S(R|0), built at segment-local positions, moves to the
+      // segment's place as R_p S (docs/linear-family.md §5); T (a scalar) is unchanged.
+      LinearSummary moved;
+      if (cache.kind == model::LayerKind::RingLinear) {
+        moved = entry_layer.summary;
+        rerotate(kernels::host_backend(), moved,
+                 {config.rotary_dim(), static_cast<float>(config.rope_theta), false},
+                 segment_start);
+      }
+      const LinearSummary& sum =
+          cache.kind == model::LayerKind::RingLinear ? moved : entry_layer.summary;
       if (host) {
-        apply_layers(be, {&l.summary}, {cache.state.data()}, addition);
-        if (l.conv.rank() > 0) be.copy_within(cache.conv.data(), l.conv.data(), l.conv.bytes());
+        apply_layers(be, {&sum}, {cache.state.data()}, addition);
+        if (has_conv)
+          be.copy_within(cache.conv.data(), entry_layer.conv.data(), entry_layer.conv.bytes());
         return;
       }
       std::vector<Tensor> held;  // the uploaded summary arrays, alive until the op has run
-      const kernels::TransitionRef ref = transition_on(be, l.summary, held);
+      const kernels::TransitionRef ref = transition_on(be, sum, held);
       float* state = model::f32(cache.state);
       be.compose_states(&ref, &state, 1, addition);
-      if (l.conv.rank() > 0)
-        be.copy_from_host(model::f32(cache.conv), l.conv.data(), l.conv.bytes());
+      if (has_conv)
+        be.copy_from_host(model::f32(cache.conv), entry_layer.conv.data(),
+                          entry_layer.conv.bytes());
       be.synchronize();
       return;
     }

@@ -19,7 +19,11 @@ void for_each_tensor(const model::ModelWeights& w,
   for (const model::LayerWeights& l : w.layers) {
     visit(l.input_norm);
     visit(l.post_attn_norm);
-    if (l.kind == model::LayerKind::Linear) {
+    if (!l.ring.qkv.empty()) {
+      for (const Tensor* t : {&l.ring.qkv, &l.ring.dense, &l.ring.q_norm, &l.ring.k_norm,
+                              &l.ring.g_proj, &l.ring.g_norm})
+        if (t->rank() > 0) visit(*t);
+    } else if (l.kind == model::LayerKind::Linear) {
       for (const Tensor* t : {&l.linear.in_proj, &l.linear.conv1d, &l.linear.dt_bias,
                               &l.linear.A_log, &l.linear.norm, &l.linear.out_proj})
         visit(*t);
@@ -34,6 +38,7 @@ void for_each_tensor(const model::ModelWeights& w,
     }
     if (l.is_moe) {
       visit(l.moe.router);
+      if (!l.moe.router_bias.empty()) visit(l.moe.router_bias);
       for (const model::MlpWeights& e : l.moe.experts) mlp(e);
       mlp(l.moe.shared_expert);
       visit(l.moe.shared_expert_gate);

@@ -67,7 +67,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   std::vector<Tensor> state_w(cache.layers.size());
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind == model::LayerKind::FullAttention) continue;
+    if (!model::is_linear_kind(lc.kind)) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
     lc.transition = Tensor();
@@ -92,8 +92,10 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
     if (lc.kind != model::LayerKind::FullAttention) {
-      // Lightning layers (one constant decay per head) keep T as one scalar per head.
-      const bool scalar = lc.kind == model::LayerKind::Lightning;
+      // Lightning layers (MiniMax's, Ring's: one constant decay per head) keep T as one scalar
+      // per head; Ring's have no conv (an empty tensor moves).
+      const bool scalar =
+          lc.kind == model::LayerKind::Lightning || lc.kind == model::LayerKind::RingLinear;
       HYPIC_REQUIRE(
           lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
           "the forward pass did not capture the transition of layer " + std::to_string(l));
@@ -183,7 +185,9 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
     if (kind != model::LayerKind::FullAttention) {
-      const bool scalar = kind == model::LayerKind::Lightning;  // T: one scalar per head
+      // T: one scalar per head in lightning layers (MiniMax's, Ring's)
+      const bool scalar =
+          kind == model::LayerKind::Lightning || kind == model::LayerKind::RingLinear;
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;

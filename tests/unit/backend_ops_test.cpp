@@ -50,6 +50,7 @@ constexpr Tolerance kTolerances[] = {
     {Op::FamilyRecurrentF32, 1e-5, "the same recurrence in f32"},
     {Op::CausalConv1dSilu, 1e-6, "K-term sums"},
     {Op::CausalConv1dTail, 0.0, "a copy"},
+    {Op::RmsNorm, 1e-6, "one f32 reduction per row"},
     {Op::RmsNormZeroCentred, 1e-6, "one f32 reduction per row"},
     {Op::RmsNorm, 1e-6, "one f32 reduction per row"},
     {Op::GatedRmsNorm, 1e-6, "as rms_norm"},

@@ -70,6 +70,11 @@ class ArchSpec {
   // mlp.experts.down_proj [E, H, I]) rather than one tensor per expert: true where
   // transformers knows no per-expert form of the architecture. Loading reads either.
   virtual bool saves_fused_experts() const { return false; }
+  // Bailing's tensor names and layouts (bailing_moe_linear): model.word_embeddings, per
+  // layer attention.query_key_value (fused q|k|v rows), attention.dense,
+  // attention.query_layernorm / key_layernorm, and in RingLinear layers attention.g_proj /
+  // g_norm (model/layers_ring.hpp).
+  virtual bool bailing_layout() const { return false; }
   // Names of an MoE layer's tensors, relative to "<prefix>layers.<i>.", where architectures
   // differ (defaults: Qwen's). An empty name: the architecture has no such tensor (then the
   // config must agree: no shared expert means shared_expert_intermediate_size == 0).

@@ -21,7 +21,7 @@ int as_int(const json& v, const std::string& name) {
 }
 
 const char* layer_type_name(LayerKind k) {
-  return k == LayerKind::Linear ? "linear_attention" : "full_attention";
+  return is_linear_kind(k) ? "linear_attention" : "full_attention";
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ const ArchSpec& qwen3_next();
 const ArchSpec& qwen3_5();
 const ArchSpec& qwen3_5_moe();
 const ArchSpec& minimax();
+const ArchSpec& bailing_moe_linear();
 }  // namespace arch
 
 const std::vector<const ArchSpec*>& architectures() {
@@ -18,6 +19,7 @@ const std::vector<const ArchSpec*>& architectures() {
       &arch::qwen3_5(),
       &arch::qwen3_5_moe(),
       &arch::minimax(),
+      &arch::bailing_moe_linear(),
   };
   return all;
 }

@@ -1,0 +1,236 @@
+// Ring-linear's attention kinds (layers_ring.hpp). Every op goes through the backend.
+#include "model/layers_ring.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/cache.hpp"
+#include "model/config.hpp"
+#include "model/layers.hpp"
+#include "model/weights.hpp"
+
+namespace hypic::model {
+namespace {
+constexpr int kChunk = 64;  // tokens per chunk of the chunked form (Model::max_block)
+using Clock = std::chrono::steady_clock;
+
+// Charges the seconds since the last lap to a ForwardTimes field (waits for device work).
+class Lap {
+ public:
+  explicit Lap(const kernels::Backend& be) : be_(be), start_(Clock::now()) {}
+  void to(double& field) {
+    be_.synchronize();
+    const auto now = Clock::now();
+    field += std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+  }
+
+ private:
+  const kernels::Backend& be_;
+  Clock::time_point start_;
+};
+
+// ALiBi slopes of n heads: geometric from 2^(−8/p) for a power of two p; otherwise those of
+// the largest power of two p below n, then every other slope of 2p.
+std::vector<double> alibi_slopes(int n) {
+  auto pow2 = [](int m) {
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(m) - 3.0)));
+    std::vector<double> s(static_cast<size_t>(m));
+    for (int i = 0; i < m; ++i) s[static_cast<size_t>(i)] = start * std::pow(start, i);
+    return s;
+  };
+  const double lg = std::log2(n);
+  if (lg == std::floor(lg)) return pow2(n);
+  const int p = 1 << static_cast<int>(std::floor(lg));
+  std::vector<double> s = pow2(p);
+  const std::vector<double> twice = alibi_slopes(2 * p);
+  for (int i = 0; static_cast<int>(s.size()) < n; i += 2)
+    s.push_back(twice[static_cast<size_t>(i)]);
+  return s;
+}
+
+// Host values into the backend's memory (a workspace slot), or as they are on the host.
+const float* on_backend(const kernels::Backend& be, const std::vector<float>& v, float* slot) {
+  if (be.device() == Device::Host) {
+    std::memcpy(slot, v.data(), v.size() * sizeof(float));
+  } else {
+    be.copy_from_host(slot, v.data(), v.size() * sizeof(float));
+  }
+  return slot;
+}
+
+// K/V-free part shared by both kinds: the fused projection split into q [T, Hq·hd],
+// k [T, Hkv·hd], v [T, Hkv·hd], q/k RMSNorm per head.
+void project_qkv(const kernels::Backend& be, const ModelConfig& cfg, const RingAttentionWeights& w,
+                 const float* x, int T, int Hq, int Hkv, float* qkv, float* q, float* k, float* v) {
+  const int hd = cfg.head_dim;
+  const int width = (Hq + 2 * Hkv) * hd;
+  be.linear(x, f32(w.qkv), qkv, T, width, cfg.hidden_size, false);
+  be.copy_strided(qkv, width, 0, q, T, Hq * hd);
+  be.copy_strided(qkv, width, Hq * hd, k, T, Hkv * hd);
+  be.copy_strided(qkv, width, (Hq + Hkv) * hd, v, T, Hkv * hd);
+  if (cfg.use_qk_norm) {
+    const float eps = static_cast<float>(cfg.rms_norm_eps);
+    be.rms_norm(q, f32(w.q_norm), q, T * Hq, hd, eps);
+    be.rms_norm(k, f32(w.k_norm), k, T * Hkv, hd, eps);
+  }
+}
+
+}  // namespace
+
+std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer) {
+  const std::vector<double> slopes = alibi_slopes(cfg.num_attention_heads);
+  const double factor =
+      1.0 - static_cast<double>(layer - 1) / static_cast<double>(cfg.num_hidden_layers - 1) + 1e-5;
+  std::vector<float> g(slopes.size());
+  for (size_t h = 0; h < slopes.size(); ++h) g[h] = static_cast<float>(-slopes[h] * factor);
+  return g;
+}
+
+void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
+                       const RingAttentionWeights& w, const float* x, float* out, const Span* spans,
+                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after) {
+  const int hidden = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
+  const int inner = H * hd;
+  const int T = spans[n_spans - 1].end;
+  const size_t rows = static_cast<size_t>(T);
+  Lap lap(be);
+
+  float* qkv = ws.floats(Workspace::kA, rows * 3 * inner);
+  float* q = ws.floats(Workspace::kB, rows * inner);
+  float* k = ws.floats(Workspace::kC, rows * inner);
+  float* v = ws.floats(Workspace::kD, rows * inner);
+  project_qkv(be, cfg, w, x, T, H, H, qkv, q, k, v);
+  float* gate = ws.floats(Workspace::kF, rows * inner);
+  be.linear(x, f32(w.g_proj), gate, T, inner, hidden, false);
+  lap.to(ws.times.gdn_proj);
+
+  // The decay is the same for every token: λ_h per row of [T, H].
+  const std::vector<float> lambda = ring_log_decay(cfg, layer);
+  std::vector<float> decays(rows * H);
+  for (size_t t = 0; t < rows; ++t)
+    std::memcpy(decays.data() + t * H, lambda.data(), sizeof(float) * H);
+  const float* g = on_backend(be, decays, ws.floats(Workspace::kH, rows * H));
+  const int rot = cfg.rotary_dim();
+  const float theta = static_cast<float>(cfg.rope_theta);
+  float* core = ws.floats(Workspace::kE, rows * inner);
+  float* block_t = cache.capture_transition ? ws.floats(Workspace::kI, H) : nullptr;
+  const kernels::FamilySpec spec{kernels::Decay::Scalar, false};
+  lap.to(ws.times.gdn_prep);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      float* qs = q + r0 * inner;
+      float* ks = k + r0 * inner;
+      be.rope_apply({n, H, hd, rot, theta}, qs, s.pos0);
+      be.rope_apply({n, H, hd, rot, theta}, ks, s.pos0);
+      lap.to(ws.times.gdn_prep);
+      // q is left unscaled: o scales with q, and the group RMSNorm below, the only reader of
+      // o, takes hd^-½ into its eps instead (norm(c·o; eps) = norm(o; eps/c²)).
+      const kernels::FamilyDims dims{n, H, H, hd, hd};
+      const kernels::FamilyInputs in{qs, ks, v + r0 * inner, g + r0 * H, nullptr};
+      float* core_s = core + r0 * inner;
+      if (cache.capture_transition) {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
+        if (cache.transition.empty()) {
+          cache.transition =
+              be.device() == Device::Host ? Tensor({H}) : Tensor({H}, DType::F32, be.device(), &be);
+          be.copy_within(f32(cache.transition), block_t, sizeof(float) * H);
+        } else {  // transition ← e^{nλ} · transition, per head (a batch of 1×1 products)
+          float* before = ws.floats(Workspace::kJ, H);
+          be.copy_within(before, f32(cache.transition), sizeof(float) * H);
+          be.gemm_strided_batched(false, false, 1, 1, 1, 1.0f, block_t, 1, 1, before, 1, 1, 0.0f,
+                                  f32(cache.transition), 1, 1, H);
+        }
+      } else if (n == 1) {
+        be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
+      } else {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, nullptr, kChunk);
+      }
+      lap.to(ws.times.gdn_rule);
+    }
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+
+  // Group RMSNorm · sigmoid(gate), then dense, one group of columns at a time: the group's
+  // columns are gathered, normalised with their slice of g_norm, gated, and multiplied by
+  // their columns of dense into out.
+  const int groups = cfg.group_norm_size, cols = inner / groups;
+  const float eps = static_cast<float>(cfg.rms_norm_eps) * static_cast<float>(hd);
+  float* part = ws.floats(Workspace::kG, rows * cols);
+  for (int gi = 0; gi < groups; ++gi) {
+    be.copy_strided(core, inner, gi * cols, part, T, cols);
+    be.rms_norm(part, f32(w.g_norm) + static_cast<size_t>(gi) * cols, part, T, cols, eps);
+    be.sigmoid_gate(part, gate + static_cast<size_t>(gi) * cols, T, cols, inner);
+    be.gemm(false, true, T, hidden, cols, 1.0f, part, cols,
+            f32(w.dense) + static_cast<size_t>(gi) * cols, inner, 1.0f, out, hidden);
+  }
+  lap.to(ws.times.gdn_out);
+}
+
+void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
+                          const RingAttentionWeights& w, const float* x, float* out,
+                          const Span* spans, int n_spans, LayerCache& cache, Workspace& ws,
+                          const AfterSpan* after) {
+  const int hidden = cfg.hidden_size;
+  const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
+  const int T = spans[n_spans - 1].end;
+  const size_t rows = static_cast<size_t>(T);
+  Lap lap(be);
+
+  float* qkv = ws.floats(Workspace::kA, rows * (H + 2 * Hkv) * hd);
+  float* q = ws.floats(Workspace::kB, rows * H * hd);
+  float* k = ws.floats(Workspace::kC, rows * Hkv * hd);
+  float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
+  float* attn = ws.floats(Workspace::kE, rows * H * hd);
+  project_qkv(be, cfg, w, x, T, H, Hkv, qkv, q, k, v);
+  lap.to(ws.times.attn_proj);
+  const int rot = cfg.rotary_dim();
+  const float theta = static_cast<float>(cfg.rope_theta);
+  // Explicit query positions whenever something may be spliced after a span: a lone window
+  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
+  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
+                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
+                        " tokens but the block starts at position " + std::to_string(s.pos0));
+      float* ks = k + r0 * Hkv * hd;
+      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
+      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
+      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
+      if (!positions.empty())
+        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
+    }
+    lap.to(ws.times.attn_proj);
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+  kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
+                              hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  if (!positions.empty()) {
+    if (be.device() == Device::Host) {
+      dims.positions = positions.data();
+    } else {
+      int* dev = ws.ints(rows);
+      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
+      dims.positions = dev;
+    }
+  }
+  float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
+  be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
+  lap.to(ws.times.attn_core);
+  be.linear(attn, f32(w.dense), out, T, hidden, H * hd, /*accumulate=*/true);
+  lap.to(ws.times.attn_out);
+}
+
+}  // namespace hypic::model

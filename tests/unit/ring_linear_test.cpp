@@ -1,0 +1,98 @@
+// Ring-linear (bailing_moe_linear): the lightning layer's decay slopes, and the PIC state
+// re-rotation of MATH.md §4 / docs/linear-family.md §5 in the real model: a segment's entry,
+// computed at segment-local positions, spliced after a prefix at a shifted offset must give
+// the state that recomputing prefix + segment gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "model/forward.hpp"
+#include "model/layers_ring.hpp"
+#include "model/presets.hpp"
+#include "pic/compose.hpp"
+#include "pic/segment_entry.hpp"
+#include "pic_test_util.hpp"
+
+namespace {
+using hypic::model::InferenceCache;
+using hypic::model::LayerKind;
+using hypic::model::LogitsMode;
+using hypic::model::Model;
+
+double rel_diff(const float* a, const float* b, size_t n) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    m = std::max(m, static_cast<double>(std::fabs(b[i])));
+  }
+  return d / m;
+}
+
+// The ALiBi slopes for 6 heads (not a power of two: 4 geometric ones from 2^-2, then every
+// other slope of 8 heads) scaled for layer 3 of 7 by 1 - 2/6 + 1e-5.
+TEST(RingLinear, DecaySlopes) {
+  auto cfg = hypic::model::preset_config(hypic::model::parse_arch("bailing_moe_linear"), "tiny");
+  cfg.num_attention_heads = 6;
+  cfg.num_hidden_layers = 7;
+  const std::vector<float> g = hypic::model::ring_log_decay(cfg, 3);
+  const double slopes[6] = {
+      0.25, 0.0625, 0.015625, 0.00390625, std::pow(2.0, -1), std::pow(2.0, -3)};
+  ASSERT_EQ(g.size(), 6u);
+  for (int h = 0; h < 6; ++h)
+    EXPECT_NEAR(g[static_cast<size_t>(h)], -slopes[h] * (1.0 - 2.0 / 6.0 + 1e-5), 1e-7) << h;
+  // Layer 0 decays by more than the plain slopes (factor 1 + 1/6 + 1e-5).
+  EXPECT_NEAR(hypic::model::ring_log_decay(cfg, 0)[0], -0.25 * (1.0 + 1.0 / 6.0 + 1e-5), 1e-7);
+}
+
+// prefix P (recomputed), then segment C from its entry (junction 0: nothing recomputed), at
+// offset |P|: the first linear layer's state equals recomputing P + C (its inputs depend on
+// the tokens only). Without the re-rotation of S(C|0) it does not.
+TEST(RingLinear, ReRotatedStateAtShiftedOffsetEqualsRecompute) {
+  Model model = pic_test::remembering_tiny_model("bailing_moe_linear", 5);
+  const auto& cfg = model.config();
+  int first = -1;
+  for (int l = 0; l < cfg.num_hidden_layers && first < 0; ++l)
+    if (cfg.layer_types[static_cast<size_t>(l)] == LayerKind::RingLinear) first = l;
+  ASSERT_EQ(first, 0);
+  std::mt19937 rng(3);
+  for (auto [prefix_len, junction] :
+       {std::pair{37, 0}, std::pair{130, 0}, std::pair{0, 8}, std::pair{37, 8}}) {
+    const auto prefix = pic_test::random_tokens(rng, prefix_len, cfg.vocab_size);
+    const auto segment = pic_test::random_tokens(rng, 45, cfg.vocab_size);
+    std::vector<int32_t> all = prefix;
+    all.insert(all.end(), segment.begin(), segment.end());
+    InferenceCache full = model.new_cache();
+    model.prefill(all, full, LogitsMode::None);
+
+    const hypic::pic::SegmentEntry entry = hypic::pic::compute_entry(model, segment, junction);
+    ASSERT_EQ(entry.linear.front().summary.structure, hypic::kernels::TStructure::Scalar);
+    ASSERT_EQ(entry.linear.front().summary.t.size(), static_cast<size_t>(cfg.num_attention_heads));
+    InferenceCache composed = model.new_cache();
+    InferenceCache unrotated = model.new_cache();
+    if (prefix_len > 0) {
+      model.prefill(prefix, composed, LogitsMode::None);
+      model.prefill(prefix, unrotated, LogitsMode::None);
+    }
+    hypic::pic::compose_segments(model, {{&segment, &entry}}, false, composed);
+    EXPECT_EQ(composed.n_tokens, full.n_tokens);
+
+    const auto& want = full.layers[static_cast<size_t>(first)].state;
+    const auto& got = composed.layers[static_cast<size_t>(first)].state;
+    const double err = rel_diff(got.data(), want.data(), want.values().size());
+    // The same composition with S(C|0) left at segment-local positions (no re-rotation).
+    hypic::pic::apply_layers(hypic::kernels::host_backend(), {&entry.linear.front().summary},
+                             {unrotated.layers[static_cast<size_t>(first)].state.data()});
+    const double err_unrotated = rel_diff(unrotated.layers[static_cast<size_t>(first)].state.data(),
+                                          want.data(), want.values().size());
+    std::printf(
+        "[ ring     ] offset %d, window %d: composed vs recompute %.3g, without re-rotation %.3g\n",
+        prefix_len, junction, err, err_unrotated);
+    EXPECT_LE(err, 1e-5);
+    if (prefix_len > 0 && junction == 0) EXPECT_GT(err_unrotated, 1e-2);
+  }
+}
+
+}  // namespace
