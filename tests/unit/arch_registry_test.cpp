@@ -104,7 +104,7 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
 
       const int64_t rows = c.linear_conv_dim() + c.linear_value_dim() +
                            2 * static_cast<int64_t>(c.linear_num_value_heads);
-      // Only Gated DeltaNet layers have an in_proj (MiniMax's lightning layers do not).
+      // Only Gated DeltaNet layers have an in_proj (lightning layers, MiniMax's and Ring's, do not).
       const bool gdn =
           std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
       std::vector<int> hits(gdn ? static_cast<size_t>(rows) : 0, 0);
@@ -114,9 +114,6 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
           ASSERT_LT(r, rows) << part.name;
           ++hits[static_cast<size_t>(r)];
         }
-      // Only Gated DeltaNet layers read in_proj (bailing_moe_linear has none: no parts).
-      const bool gdn =
-          std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
       EXPECT_TRUE(
           std::all_of(hits.begin(), hits.end(), [gdn](int h) { return h == (gdn ? 1 : 0); }))
           << a->name() << ": in_proj parts must cover every canonical row once";

@@ -91,7 +91,9 @@ TEST(RingLinear, ReRotatedStateAtShiftedOffsetEqualsRecompute) {
         "[ ring     ] offset %d, window %d: composed vs recompute %.3g, without re-rotation %.3g\n",
         prefix_len, junction, err, err_unrotated);
     EXPECT_LE(err, 1e-5);
-    if (prefix_len > 0 && junction == 0) EXPECT_GT(err_unrotated, 1e-2);
+    if (prefix_len > 0 && junction == 0) {
+      EXPECT_GT(err_unrotated, 1e-2);
+    }
   }
 }
 
