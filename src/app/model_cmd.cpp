@@ -81,10 +81,15 @@ int run_info(const std::string& dir) {
                 c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size);
   std::printf("per layer    :\n");
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const bool lin = c.layer_types[static_cast<size_t>(i)] == LayerKind::Linear;
+    const bool lin = is_linear_kind(c.layer_types[static_cast<size_t>(i)]);
     std::string mlp =
         c.layer_is_moe(i) ? "MoE" : "dense MLP (" + std::to_string(c.intermediate_size) + ")";
-    std::printf("  %3d  %-16s %s\n", i, lin ? "gated deltanet" : "gated attention", mlp.c_str());
+    const LayerKind kind = c.layer_types[static_cast<size_t>(i)];
+    const char* name = kind == LayerKind::Kda  ? "kda"
+                       : kind == LayerKind::Mla ? "mla"
+                       : lin                    ? "gated deltanet"
+                                                : "gated attention";
+    std::printf("  %3d  %-16s %s\n", i, name, mlp.c_str());
   }
   std::printf("parameters   : %" PRIu64 " (%s)", params, human_count(params).c_str());
   if (c.num_experts > 0)

@@ -12,7 +12,12 @@
 
 namespace hypic::model {
 
-enum class LayerKind { Linear, FullAttention };  // Gated DeltaNet / gated softmax attention
+// Gated DeltaNet / gated softmax attention; kimi_linear: KDA (Kimi Delta Attention, the delta
+// rule with per-channel gates) / MLA (multi-head latent attention).
+enum class LayerKind { Linear, FullAttention, Kda, Mla };
+// Whether a layer kind keeps a recurrent state + conv tail (a linear-attention layer: its PIC
+// entry is a transition summary) rather than per-token K/V.
+inline bool is_linear_kind(LayerKind k) { return k == LayerKind::Linear || k == LayerKind::Kda; }
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
 const char* arch_name(const ArchSpec* arch);
@@ -55,6 +60,18 @@ struct ModelConfig {
   int decoder_sparse_step = 1;
   bool norm_topk_prob = true;
   std::vector<int> mlp_only_layers;
+
+  // kimi_linear. KDA layers use the linear_* fields (key heads = value heads = num_heads,
+  // key dim = value dim = head_dim; conv channels q|k|v). MLA layers: the latent KV of
+  // kv_lora_rank plus the decoupled key of qk_rope_head_dim; with the up-projection absorbed
+  // into the queries the cached key row is the latent [normed c_kv | k_rope], so for these
+  // models num_key_value_heads = 1 and head_dim = kv_lora_rank + qk_rope_head_dim describe
+  // the cache (one latent "head"), and no RoPE is applied (mla_use_nope: rotary_dim() = 0).
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  // 0: q_proj straight from the hidden state
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
 
   // Token ids from config.json, when given (-1 / empty otherwise). Informational.
   int bos_token_id = -1;

@@ -10,7 +10,7 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
   const double h = c.hidden_size;
   FlopCount f;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.layer_types[layer] == LayerKind::Linear) {
+    if (is_linear_kind(c.layer_types[layer])) {  // KDA counted as Gated DeltaNet (approximate)
       const double in_rows =
           c.linear_conv_dim() + c.linear_value_dim() + 2.0 * c.linear_num_value_heads;
       f.projections += 2.0 * T * h * (in_rows + c.linear_value_dim());

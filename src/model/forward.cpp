@@ -129,10 +129,20 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
       if (id >= 0) (*splice)(id, l, c);
     };
     const AfterSpan* hook = splice != nullptr ? &after : nullptr;
-    if (lw.kind == LayerKind::Linear)
-      gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
-    else
-      attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    switch (lw.kind) {
+      case LayerKind::Linear:
+        gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::FullAttention:
+        attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::Kda:
+        kda_layer(be, cfg_, lw.kda, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::Mla:
+        mla_layer(be, cfg_, lw.mla, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+    }
 
     t0 = std::chrono::steady_clock::now();
     be.rms_norm_zero_centred(h, f32(lw.post_attn_norm), xn, T, hidden, eps);
@@ -175,7 +185,7 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
   for (const LayerCache& lc : cache.layers) {
-    const Tensor& t = lc.kind == LayerKind::Linear ? lc.state : lc.k;
+    const Tensor& t = is_linear_kind(lc.kind) ? lc.state : lc.k;
     HYPIC_REQUIRE(t.device() == backend_->device(),
                   std::string("the inference cache is in ") + device_name(t.device()) +
                       " memory but the model computes in " + device_name(backend_->device()) +

@@ -35,8 +35,8 @@ bool ends_with(const std::string& s, const std::string& p) {
 //  - projections: N(0, 1/fan_in) so that each layer's activations stay O(1); projections
 //    back into the residual stream are further scaled by 1/sqrt(2·layers);
 //  - embeddings N(0, 1) (tied: N(0, hidden^-1/2)), lm_head N(0, 1/hidden);
-//  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; the gated norm's
-//    plain weight around 1;
+//  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; plain weights (the
+//    gated norm's, and every norm of a model without zero-centred norms) around 1;
 //  - conv1d N(0, 1/K); dt_bias 1 (as transformers initialises it);
 //    A_log = log(U(1, 16)).
 Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
@@ -55,8 +55,9 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     fill_normal(0.0, c.tie_word_embeddings ? std::pow(c.hidden_size, -0.25) : 1.0);
   } else if (n == "lm_head.weight") {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.hidden_size)));
-  } else if (ends_with(n, "linear_attn.norm.weight")) {
-    fill_normal(1.0, 0.05);
+  } else if (ends_with(n, "linear_attn.norm.weight") ||
+             (!c.zero_centred_norm && ends_with(n, "norm.weight"))) {
+    fill_normal(1.0, 0.05);  // plain RMSNorm weights (applied as w): around 1
   } else if (ends_with(n, "norm.weight")) {  // input/post-attention/final/q/k norms
     fill_normal(0.0, 0.05);
   } else if (ends_with(n, "conv1d.weight")) {

@@ -8,6 +8,8 @@
 #include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 #include "model/config.hpp"
+#include "model/layers_kda.hpp"
+#include "model/layers_mla.hpp"
 
 namespace hypic::model {
 
@@ -54,6 +56,8 @@ struct LayerWeights {
   Tensor post_attn_norm;  // [hidden] zero-centred
   GdnWeights linear;      // when kind == Linear
   AttentionWeights attn;  // when kind == FullAttention
+  KdaWeights kda;         // when kind == Kda
+  MlaWeights mla;         // when kind == Mla
   bool is_moe = false;
   MlpWeights mlp;  // when !is_moe
   MoeWeights moe;  // when is_moe

@@ -49,7 +49,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                   const SegmentEntry& entry, int layer, int64_t segment_start, bool addition,
                   model::LayerCache& cache) {
   const bool host = be.device() == Device::Host;
-  if (cache.kind == model::LayerKind::Linear) {
+  if (model::is_linear_kind(cache.kind)) {
     for (const LinearLayerEntry& l : entry.linear) {
       if (l.layer != layer) continue;
       HYPIC_REQUIRE(cache.conv.shape() == l.conv.shape(),
@@ -77,6 +77,16 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                         " tokens, expected the segment start plus its junction window (" +
                         std::to_string(segment_start + entry.junction) + ")");
       const int64_t row_floats = cache.k.dim(1) * cache.k.dim(2);
+      if (cache.kind == model::LayerKind::Mla) {  // latent rows, no RoPE: nothing to rotate
+        if (host) {
+          cache.append_kv(a.k.data(), nullptr, rows);
+          return;
+        }
+        const Tensor k = a.k.to(be.device(), &be);
+        cache.append_kv(model::f32(k), nullptr, rows, &be);
+        be.synchronize();  // the uploaded rows are freed on return
+        return;
+      }
       if (host) {
         cache.append_kv(a.k.data(), a.v.data(), rows);
         be.rope_shift(key_rope(config, rows), cache.k.data() + first * row_floats, segment_start);

@@ -60,7 +60,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   std::vector<Tensor> state_w(cache.layers.size());
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind != model::LayerKind::Linear) continue;
+    if (!model::is_linear_kind(lc.kind)) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
     lc.transition = Tensor();
@@ -84,7 +84,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   entry.junction = w;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind == model::LayerKind::Linear) {
+    if (model::is_linear_kind(lc.kind)) {
       HYPIC_REQUIRE(
           lc.transition.numel() == static_cast<int64_t>(Hv) * dk * dk,
           "the forward pass did not capture the transition of layer " + std::to_string(l));
@@ -108,7 +108,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       AttentionLayerEntry ae;
       ae.layer = static_cast<int>(l);
       ae.k = tail_rows(lc.k, w);
-      ae.v = tail_rows(lc.v, w);
+      if (lc.kind != model::LayerKind::Mla) ae.v = tail_rows(lc.v, w);  // MLA: k only
       entry.attention.push_back(std::move(ae));
     }
   }
@@ -128,7 +128,7 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
-    out.arrays.emplace(attn_name(a.layer, "V"), a.v);
+    if (a.v.rank() > 0) out.arrays.emplace(attn_name(a.layer, "V"), a.v);
   }
   stats::count_entry_copy(entry.bytes());
   return out;
@@ -148,7 +148,8 @@ store::EntryView store_view(const SegmentEntry& entry) {
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
-    out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
+    if (a.v.rank() > 0)
+      out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
   }
   return out;
 }
@@ -163,7 +164,8 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   entry.n_tokens = n;
   entry.junction = w;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    if (cfg.layer_types.at(static_cast<size_t>(l)) == model::LayerKind::Linear) {
+    const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
+    if (model::is_linear_kind(kind)) {
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;
@@ -182,7 +184,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       ae.layer = l;
       const std::vector<int64_t> kv = {n - w, cfg.num_key_value_heads, cfg.head_dim};
       ae.k = take(stored, attn_name(l, "K"), kv);
-      ae.v = take(stored, attn_name(l, "V"), kv);
+      if (kind != model::LayerKind::Mla) ae.v = take(stored, attn_name(l, "V"), kv);
       entry.attention.push_back(std::move(ae));
     }
   }
@@ -202,7 +204,7 @@ void round_to_dtype(SegmentEntry& entry, DType dtype) {
   }
   for (AttentionLayerEntry& a : entry.attention) {
     round(a.k.data(), static_cast<size_t>(a.k.numel()));
-    round(a.v.data(), static_cast<size_t>(a.v.numel()));
+    if (a.v.rank() > 0) round(a.v.data(), static_cast<size_t>(a.v.numel()));
   }
 }
 

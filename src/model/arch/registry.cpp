@@ -9,6 +9,7 @@ namespace arch {
 const ArchSpec& qwen3_next();
 const ArchSpec& qwen3_5();
 const ArchSpec& qwen3_5_moe();
+const ArchSpec& kimi_linear();
 }  // namespace arch
 
 const std::vector<const ArchSpec*>& architectures() {
@@ -16,6 +17,7 @@ const std::vector<const ArchSpec*>& architectures() {
       &arch::qwen3_next(),
       &arch::qwen3_5(),
       &arch::qwen3_5_moe(),
+      &arch::kimi_linear(),
   };
   return all;
 }
