@@ -29,6 +29,8 @@ const char* op_name(Op op) {
       return "causal_conv1d_tail";
     case Op::RmsNormZeroCentred:
       return "rms_norm_zero_centred";
+    case Op::RmsNorm:
+      return "rms_norm";
     case Op::GatedRmsNorm:
       return "gated_rms_norm";
     case Op::L2NormalizeRows:

@@ -91,6 +91,10 @@ class CudaBackend final : public Backend {
                              float eps) const override {
     cuda::rms_norm_zero_centred(x, w, y, rows, cols, eps);
   }
+  void rms_norm(const float* x, const float* w, float* y, int rows, int cols,
+                float eps) const override {
+    cuda::rms_norm(x, w, y, rows, cols, eps);
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                       float eps) const override {
     cuda::gated_rms_norm(x, z, w, y, rows, cols, eps);
@@ -136,9 +140,9 @@ class CudaBackend final : public Backend {
     cuda::gdn_gates(b, a, ld, A_log, dt_bias, beta, g, rows, heads);
   }
 
-  void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
-                 float* weights) const override {
-    cuda::moe_route(logits, T, E, k, norm_topk, experts, weights);
+  void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T,
+                 int* experts, float* weights) const override {
+    cuda::moe_route(s, logits, bias, T, experts, weights);
   }
   void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids,
                  int* work) const override {

@@ -73,6 +73,73 @@ __global__ void moe_route_kernel(const float* logits, int E, int k, bool norm_to
     for (int j = 0; j < k; ++j) wt[j] /= chosen_sum;
 }
 
+// Block per token, sigmoid scoring (DeepSeek-V3 style; MoeRouteSpec in moe.hpp): the block
+// computes p = sigmoid(logit) and choice = p + bias into shared memory, then one thread makes
+// the selection by the same scans as the host (groups, then experts; ties: lower index). The
+// serial part is O(E·k) per token, small next to the expert products.
+__global__ void moe_route_sigmoid_kernel(const float* logits, const float* bias, int E, int k,
+                                         int n_group, int topk_group, bool norm_topk, float scale,
+                                         int* experts, float* weights) {
+  extern __shared__ float smem[];
+  float* p = smem;                                      // [E]
+  float* choice = smem + E;                             // [E]
+  unsigned char* taken = reinterpret_cast<unsigned char*>(smem + 2 * E);  // [E]
+  const float* lt = logits + int64_t(blockIdx.x) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    p[e] = 1.0f / (1.0f + expf(-lt[e]));
+    choice[e] = bias != nullptr ? p[e] + bias[e] : p[e];
+    taken[e] = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  int* et = experts + int64_t(blockIdx.x) * k;
+  float* wt = weights + int64_t(blockIdx.x) * k;
+  if (n_group > 1) {
+    const int per = E / n_group;
+    unsigned long long kept_mask[64] = {};  // n_group <= E <= 4096 bits
+    for (int j = 0; j < topk_group; ++j) {
+      int best = -1;
+      float best_score = 0.0f;
+      for (int g = 0; g < n_group; ++g) {
+        if (kept_mask[g / 64] >> (g % 64) & 1ull) continue;
+        float b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; ++e) {
+          if (choice[e] > b1) {
+            b2 = b1;
+            b1 = choice[e];
+          } else if (choice[e] > b2) {
+            b2 = choice[e];
+          }
+        }
+        const float score = b1 + b2;
+        if (best < 0 || score > best_score) best = g, best_score = score;
+      }
+      kept_mask[best / 64] |= 1ull << (best % 64);
+    }
+    for (int e = 0; e < E; ++e) taken[e] = !(kept_mask[(e / per) / 64] >> ((e / per) % 64) & 1ull);
+  }
+  float chosen_sum = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < E; ++e)
+      if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
+    taken[best] = 1;
+    et[j] = best;
+    wt[j] = p[best];
+    chosen_sum += p[best];
+  }
+  for (int j = 0; j < k; ++j) {
+    if (norm_topk) wt[j] /= chosen_sum + 1e-20f;
+    if (scale != 1.0f) wt[j] *= scale;
+  }
+}
+
+// Multiplies the [T, k] weights by the routing scale (softmax routing with a scale).
+__global__ void scale_kernel(float* w, int64_t n, float scale) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) w[i] *= scale;
+}
+
 // Block per expert: how many pairs chose it.
 __global__ void moe_count_kernel(const int* experts, int64_t pairs, int* count) {
   __shared__ int total;
@@ -141,13 +208,25 @@ __global__ void moe_scatter_add_kernel(const float* ye, int hidden, const int* p
 
 }  // namespace
 
-void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
+void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
                float* weights) {
-  if (k <= 0 || k > E || E > 4096)
-    throw std::invalid_argument("moe_route: need 0 < k <= E <= 4096");
+  check_route_spec(s, bias != nullptr);
   if (T == 0) return;
-  moe_route_kernel<<<T, kThreads, E>>>(logits, E, k, norm_topk, experts, weights);
-  check_launch("moe_route");
+  const int E = s.experts, k = s.top_k;
+  if (s.scoring == RouteScoring::Softmax) {
+    moe_route_kernel<<<T, kThreads, E>>>(logits, E, k, s.norm_topk, experts, weights);
+    check_launch("moe_route");
+    if (s.scale != 1.0f) {
+      const int64_t n = int64_t(T) * k;
+      scale_kernel<<<unsigned((n + kThreads - 1) / kThreads), kThreads>>>(weights, n, s.scale);
+      check_launch("moe_route (scale)");
+    }
+    return;
+  }
+  const size_t shared = size_t(E) * (2 * sizeof(float) + 1);
+  moe_route_sigmoid_kernel<<<T, kThreads, shared>>>(logits, bias, E, k, s.n_group, s.topk_group,
+                                                    s.norm_topk, s.scale, experts, weights);
+  check_launch("moe_route (sigmoid)");
 }
 
 void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids, int* work) {

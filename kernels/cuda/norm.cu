@@ -20,6 +20,14 @@ __global__ void rms_norm_zc_kernel(const float* x, const float* w, float* y, int
   for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * s * (1.0f + w[c]);
 }
 
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int cols, float eps) {
+  __shared__ float shared[32];
+  const float* xr = x + int64_t(blockIdx.x) * cols;
+  float* yr = y + int64_t(blockIdx.x) * cols;
+  const float s = 1.0f / sqrtf(row_sum_squares(xr, cols, shared) / float(cols) + eps);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * s * w[c];
+}
+
 __global__ void gated_rms_norm_kernel(const float* x, const float* z, const float* w, float* y,
                                       int cols, float eps) {
   __shared__ float shared[32];
@@ -51,6 +59,12 @@ void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, i
   if (rows == 0 || cols == 0) return;
   rms_norm_zc_kernel<<<rows, kRowThreads>>>(x, w, y, cols, eps);
   check_launch("rms_norm_zero_centred");
+}
+
+void rms_norm(const float* x, const float* w, float* y, int rows, int cols, float eps) {
+  if (rows == 0 || cols == 0) return;
+  rms_norm_kernel<<<rows, kRowThreads>>>(x, w, y, cols, eps);
+  check_launch("rms_norm");
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,

@@ -7,6 +7,7 @@
 #include "hypic/kernels/attention.hpp"
 #include "hypic/kernels/compose.hpp"
 #include "hypic/kernels/linear_family.hpp"
+#include "hypic/kernels/moe.hpp"
 #include "hypic/kernels/rope.hpp"
 
 namespace hypic::kernels::cuda {
@@ -30,6 +31,7 @@ void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const
 
 // --- norm.cu: one block per row ---
 void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, int cols, float eps);
+void rms_norm(const float* x, const float* w, float* y, int rows, int cols, float eps);
 void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                     float eps);
 void l2_normalize_rows(float* x, int rows, int cols, float eps, float scale);
@@ -58,7 +60,7 @@ void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const Family
                           float* state, float* out);
 
 // --- moe.cu ---
-void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
+void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
                float* weights);
 void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids, int* work);
 void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe);

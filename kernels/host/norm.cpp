@@ -27,6 +27,15 @@ void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, i
   });
 }
 
+void rms_norm(const float* x, const float* w, float* y, int rows, int cols, float eps) {
+  host::parallel_for(rows, 4 * int64_t(cols), [=](const int64_t r) {
+    const float* xr = x + static_cast<size_t>(r) * cols;
+    float* yr = y + static_cast<size_t>(r) * cols;
+    const float s = inv_rms(xr, cols, eps);
+    for (int c = 0; c < cols; ++c) yr[c] = xr[c] * s * w[c];
+  });
+}
+
 void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                     float eps) {
   host::parallel_for(rows, 12 * int64_t(cols), [=](const int64_t r) {

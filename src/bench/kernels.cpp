@@ -93,6 +93,10 @@ class TimingBackend final : public kernels::Backend {
                              float eps) const override {
     timed(Op::RmsNormZeroCentred, [&] { in_.rms_norm_zero_centred(x, w, y, rows, cols, eps); });
   }
+  void rms_norm(const float* x, const float* w, float* y, int rows, int cols,
+                float eps) const override {
+    timed(Op::RmsNorm, [&] { in_.rms_norm(x, w, y, rows, cols, eps); });
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows, int cols,
                       float eps) const override {
     timed(Op::GatedRmsNorm, [&] { in_.gated_rms_norm(x, z, w, y, rows, cols, eps); });
@@ -135,9 +139,9 @@ class TimingBackend final : public kernels::Backend {
                  float* beta, float* g, int rows, int heads) const override {
     timed(Op::GdnGates, [&] { in_.gdn_gates(b, a, ld, A_log, dt_bias, beta, g, rows, heads); });
   }
-  void moe_route(const float* logits, int T, int E, int k, bool norm, int* experts,
+  void moe_route(const kernels::MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
                  float* weights) const override {
-    timed(Op::MoeRoute, [&] { in_.moe_route(logits, T, E, k, norm, experts, weights); });
+    timed(Op::MoeRoute, [&] { in_.moe_route(s, logits, bias, T, experts, weights); });
   }
   void moe_group(const int* experts, int T, int k, int E, int* start, int* ids,
                  int* work) const override {

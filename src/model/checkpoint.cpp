@@ -124,10 +124,14 @@ ModelWeights allocate(const ModelConfig& c) {
     }
     L.is_moe = c.layer_is_moe(i);
     if (L.is_moe) {
+      const ArchSpec::MoeNames names = c.arch_spec().moe_names();
       L.moe.router = Tensor({static_cast<int64_t>(c.num_experts), H});
+      if (!names.router_bias.empty()) L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
       for (int e = 0; e < c.num_experts; ++e) L.moe.experts.push_back(mlp(c.moe_intermediate_size));
-      L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);
-      L.moe.shared_expert_gate = Tensor({1, H});
+      if (c.shared_expert_intermediate_size > 0) {
+        L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);
+        if (!names.shared_gate.empty()) L.moe.shared_expert_gate = Tensor({1, H});
+      }
     } else {
       L.mlp = mlp(c.intermediate_size);
     }
@@ -245,9 +249,13 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       add(M + "down_proj.weight", {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
     };
     if (c.layer_is_moe(i)) {
-      const std::string M = L + "mlp.";
+      const ArchSpec::MoeNames names = c.arch_spec().moe_names();
+      const std::string M = L + names.block;
       const int64_t E = c.num_experts, I = c.moe_intermediate_size;
       add(M + "gate.weight", {E, H}, [li](ModelWeights& w) { return &w.layers[li].moe.router; });
+      if (!names.router_bias.empty())
+        add(M + names.router_bias, {E},
+            [li](ModelWeights& w) { return &w.layers[li].moe.router_bias; });
       if (fused_experts) {
         for (int which = 0; which < 2; ++which) {
           Slot s;
@@ -265,10 +273,13 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
                   [li, ei](ModelWeights& w) { return &w.layers[li].moe.experts[ei]; });
         }
       }
-      add_mlp(M + "shared_expert.", c.shared_expert_intermediate_size,
-              [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; });
-      add(M + "shared_expert_gate.weight", {1, H},
-          [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
+      if (c.shared_expert_intermediate_size > 0) {
+        add_mlp(M + names.shared, c.shared_expert_intermediate_size,
+                [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert; });
+        if (!names.shared_gate.empty())
+          add(M + names.shared_gate, {1, H},
+              [li](ModelWeights& w) { return &w.layers[li].moe.shared_expert_gate; });
+      }
     } else {
       add_mlp(L + "mlp.", c.intermediate_size, [li](ModelWeights& w) { return &w.layers[li].mlp; });
     }

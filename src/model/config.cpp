@@ -115,7 +115,21 @@ void ModelConfig::validate() const {
                       std::to_string(num_experts) + "), got " +
                       std::to_string(num_experts_per_tok));
     positive(moe_intermediate_size, "moe_intermediate_size");
-    positive(shared_expert_intermediate_size, "shared_expert_intermediate_size");
+    HYPIC_REQUIRE(shared_expert_intermediate_size >= 0,
+                  "config: shared_expert_intermediate_size must be >= 0 (0: no shared expert)");
+    HYPIC_REQUIRE(moe_scoring == "softmax" || moe_scoring == "sigmoid",
+                  "config: the router's scoring must be softmax or sigmoid, got \"" + moe_scoring +
+                      "\"");
+    HYPIC_REQUIRE(moe_n_group >= 1 && moe_topk_group >= 1 && moe_topk_group <= moe_n_group &&
+                      num_experts % moe_n_group == 0,
+                  "config: n_group must divide the number of experts and 1 <= topk_group <= "
+                  "n_group (got n_group " +
+                      std::to_string(moe_n_group) + ", topk_group " +
+                      std::to_string(moe_topk_group) + ")");
+    HYPIC_REQUIRE(moe_n_group == 1 || moe_scoring == "sigmoid",
+                  "config: expert groups (n_group > 1) need sigmoid routing");
+    HYPIC_REQUIRE(moe_routed_scaling_factor > 0,
+                  "config: routed_scaling_factor must be > 0");
     positive(decoder_sparse_step, "decoder_sparse_step");
   }
   for (int l : mlp_only_layers)

@@ -32,6 +32,8 @@ struct ModelConfig {
   int num_hidden_layers = 0;
   int intermediate_size = 0;  // dense MLP width (Qwen3.5; Qwen3-Next dense layers)
   double rms_norm_eps = 1e-6;
+  // RMSNorm weights: zero-centred `(1 + w)` (Qwen3-Next, Qwen3.5) or plain `w` (false).
+  bool zero_centred_norm = true;
   int max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // one per layer
@@ -59,6 +61,13 @@ struct ModelConfig {
   int shared_expert_intermediate_size = 0;
   int decoder_sparse_step = 1;
   bool norm_topk_prob = true;
+  // Routing (kernels::MoeRouteSpec): "softmax" (Qwen, MiniMax) or "sigmoid" (DeepSeek-V3 style:
+  // Kimi-Linear, Ring, with a selection bias tensor and expert groups); weights times
+  // moe_routed_scaling_factor. shared_expert_intermediate_size == 0: no shared expert.
+  std::string moe_scoring = "softmax";
+  int moe_n_group = 1;
+  int moe_topk_group = 1;
+  double moe_routed_scaling_factor = 1.0;
   std::vector<int> mlp_only_layers;
 
   // kimi_linear. KDA layers use the linear_* fields (key heads = value heads = num_heads,

@@ -91,7 +91,6 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   const int n_spans = static_cast<int>(spans.size());
   const int hidden = cfg_.hidden_size;
   const int vocab = cfg_.vocab_size;
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const kernels::Backend& be = *backend_;
   const size_t n = static_cast<size_t>(T) * hidden;
   const bool on_host = be.device() == Device::Host;
@@ -122,7 +121,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, f32(lw.input_norm), xn, T, hidden, eps);
+    rms_norm(be, cfg_, h, lw.input_norm, xn, T, hidden);
     ws_.times.embed_norms += seconds_since(t0);
     const AfterSpan after = [&](int i, LayerCache& c) {
       const int id = splice_ids[static_cast<size_t>(i)];
@@ -145,7 +144,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     }
 
     t0 = std::chrono::steady_clock::now();
-    be.rms_norm_zero_centred(h, f32(lw.post_attn_norm), xn, T, hidden, eps);
+    rms_norm(be, cfg_, h, lw.post_attn_norm, xn, T, hidden);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
       moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
@@ -162,8 +161,8 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   if (logit_rows == 0) return;
   t0 = std::chrono::steady_clock::now();
   const int first = T - logit_rows;
-  be.rms_norm_zero_centred(h + static_cast<size_t>(first) * hidden, f32(weights_.final_norm), xn,
-                           logit_rows, hidden, eps);
+  rms_norm(be, cfg_, h + static_cast<size_t>(first) * hidden, weights_.final_norm, xn, logit_rows,
+           hidden);
   ws_.times.embed_norms += seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   const size_t logit_floats = static_cast<size_t>(logit_rows) * vocab;

@@ -199,8 +199,8 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   be.linear(x, f32(w.k_proj), k, T, Hkv * hd, hidden, false);
   be.linear(x, f32(w.v_proj), v, T, Hkv * hd, hidden, false);
   be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
-  be.rms_norm_zero_centred(q, f32(w.q_norm), q, T * H, hd, eps);
-  be.rms_norm_zero_centred(k, f32(w.k_norm), k, T * Hkv, hd, eps);
+  rms_norm(be, cfg, q, w.q_norm, q, T * H, hd);
+  rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
   lap.to(ws.times.attn_proj);
   const int rot = cfg.rotary_dim();
   const float theta = static_cast<float>(cfg.rope_theta);
@@ -248,6 +248,15 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   lap.to(ws.times.attn_out);
 }
 
+void rms_norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x, const Tensor& w,
+              float* y, int rows, int cols) {
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  if (cfg.zero_centred_norm)
+    be.rms_norm_zero_centred(x, f32(w), y, rows, cols, eps);
+  else
+    be.rms_norm(x, f32(w), y, rows, cols, eps);
+}
+
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
                int hidden, Workspace& ws) {
   Lap lap(be);
@@ -270,7 +279,17 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   int* fill = start + E + 1;    // [E] next free place per expert while sorting
   int* pair_ids = fill + E;     // pairs (t·k + j), grouped by expert, tokens ascending
   be.linear(x, f32(w.router), logits, T, E, hidden, false);
-  be.moe_route(logits, T, E, top_k, cfg.norm_topk_prob, chosen, weights);
+  kernels::MoeRouteSpec route;
+  route.experts = E;
+  route.top_k = top_k;
+  route.scoring = cfg.moe_scoring == "sigmoid" ? kernels::RouteScoring::Sigmoid
+                                               : kernels::RouteScoring::Softmax;
+  route.norm_topk = cfg.norm_topk_prob;
+  route.n_group = cfg.moe_n_group;
+  route.topk_group = cfg.moe_topk_group;
+  route.scale = static_cast<float>(cfg.moe_routed_scaling_factor);
+  be.moe_route(route, logits, w.router_bias.empty() ? nullptr : f32(w.router_bias), T, chosen,
+               weights);
 
   be.moe_group(chosen, T, top_k, E, start, pair_ids, fill);
   // The list sizes decide the products' shapes, so they come to the host (E + 1 ints) when
@@ -295,11 +314,16 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   }
   lap.to(ws.times.moe_experts);
 
-  float* shared = ws.floats(Workspace::kC, rows * hidden);
-  float* gate_logit = ws.floats(Workspace::kE, rows);
-  swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws);
-  be.linear(x, f32(w.shared_expert_gate), gate_logit, T, 1, hidden, false);
-  be.add_sigmoid_scaled(out, shared, gate_logit, T, hidden);
+  if (cfg.shared_expert_intermediate_size == 0) return;  // no shared expert
+  if (w.shared_expert_gate.empty()) {
+    swiglu_mlp(be, w.shared_expert, x, out, T, hidden, /*accumulate=*/true, ws);
+  } else {
+    float* shared = ws.floats(Workspace::kC, rows * hidden);
+    float* gate_logit = ws.floats(Workspace::kE, rows);
+    swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws);
+    be.linear(x, f32(w.shared_expert_gate), gate_logit, T, 1, hidden, false);
+    be.add_sigmoid_scaled(out, shared, gate_logit, T, hidden);
+  }
   lap.to(ws.times.moe_shared);
 }
 

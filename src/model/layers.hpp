@@ -98,8 +98,16 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
                int hidden, Workspace& ws);
 
-// Sparse MoE: softmax router, top-k (renormalised when norm_topk_prob), routed experts
-// batched per expert, plus sigmoid(shared_expert_gate · x) · shared_expert(x).
+// The model's RMSNorm of rows of `cols` floats with weight w: zero-centred `(1 + w)` where
+// cfg.zero_centred_norm (the Qwen family), plain `w` otherwise. y may alias x.
+void rms_norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x, const Tensor& w,
+              float* y, int rows, int cols);
+
+// Sparse MoE: the router of cfg (kernels::MoeRouteSpec: softmax top-k, or sigmoid with a
+// selection bias and expert groups; renormalised when norm_topk_prob; times
+// moe_routed_scaling_factor), routed experts batched per expert, plus the shared expert when
+// the model has one: sigmoid(shared_expert_gate · x) · shared_expert(x), or shared_expert(x)
+// when there is no gate tensor.
 void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeights& w,
                const float* x, float* out, int T, Workspace& ws);
 

@@ -37,7 +37,8 @@ size_t ModelWeights::parameter_count() const {
     for (const Tensor* t : kda_tensors(L.kda)) n += static_cast<size_t>(t->numel());
     for (const Tensor* t : mla_tensors(L.mla)) n += static_cast<size_t>(t->numel());
     n += mlp_count(L.mlp);
-    n += static_cast<size_t>(L.moe.router.numel() + L.moe.shared_expert_gate.numel());
+    n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
+                             L.moe.shared_expert_gate.numel());
     for (const MlpWeights& e : L.moe.experts) n += mlp_count(e);
     n += mlp_count(L.moe.shared_expert);
   }
@@ -78,7 +79,7 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
     for (Tensor* t :
          {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
           &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
-          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.shared_expert_gate})
+          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.router_bias, &L.moe.shared_expert_gate})
       upload(*t, be);
     for (const Tensor* t : kda_tensors(L.kda)) upload(const_cast<Tensor&>(*t), be);
     for (const Tensor* t : mla_tensors(L.mla)) upload(const_cast<Tensor&>(*t), be);

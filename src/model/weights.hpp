@@ -45,15 +45,16 @@ struct MlpWeights {
 
 struct MoeWeights {
   Tensor router;                    // [E, hidden]
+  Tensor router_bias;               // [E] selection bias (sigmoid routing), or empty
   std::vector<MlpWeights> experts;  // E experts of width moe_intermediate_size
-  MlpWeights shared_expert;         // width shared_expert_intermediate_size
-  Tensor shared_expert_gate;        // [1, hidden]
+  MlpWeights shared_expert;         // width shared_expert_intermediate_size (0: none)
+  Tensor shared_expert_gate;        // [1, hidden], or empty: the shared expert is ungated
 };
 
 struct LayerWeights {
   LayerKind kind = LayerKind::Linear;
-  Tensor input_norm;      // [hidden] zero-centred
-  Tensor post_attn_norm;  // [hidden] zero-centred
+  Tensor input_norm;      // [hidden] (zero-centred where cfg.zero_centred_norm)
+  Tensor post_attn_norm;  // [hidden] (likewise)
   GdnWeights linear;      // when kind == Linear
   AttentionWeights attn;  // when kind == FullAttention
   KdaWeights kda;         // when kind == Kda

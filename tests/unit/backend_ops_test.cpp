@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ using hypic::DType;
 using hypic::Tensor;
 using hypic::kernels::Backend;
 using hypic::kernels::Op;
+
 using hypic::ref::Vec;
 namespace kn = hypic::kernels;
 namespace ref = hypic::ref;
@@ -452,6 +454,70 @@ TEST_P(BackendOps, CausalConv1d) {
       }
 }
 
+TEST_P(BackendOps, MoeRoutingSigmoidGrouped) {
+  REQUIRE_OP(Op::MoeRoute);
+  std::mt19937 rng(16);
+  for (int T : {1, 9})
+    for (int E : {8, 24})
+      for (int groups : {1, 4})
+        for (int kept : {1, 2})
+          for (bool with_bias : {false, true}) {
+            if (kept > groups) continue;
+            const int k = std::min(3, kept * (E / groups));
+            const Vec logits = randn(size_t(T) * E, rng, 2.0f);
+            const Vec bias = with_bias ? randn(E, rng, 0.3f) : Vec();
+            kn::MoeRouteSpec spec;
+            spec.experts = E;
+            spec.top_k = k;
+            spec.scoring = kn::RouteScoring::Sigmoid;
+            spec.n_group = groups;
+            spec.topk_group = kept;
+            spec.norm_topk = groups == 1;  // both settings: norm with and without groups
+            spec.scale = 2.5f;
+            int* experts = put_ints(std::vector<int>(size_t(T) * k));
+            float* weights = put(Vec(size_t(T) * k));
+            be().moe_route(spec, put(logits), with_bias ? put(bias) : nullptr, T, experts,
+                           weights);
+            std::vector<int> want_e;
+            Vec want_w;
+            ref::moe_route_sigmoid(logits, bias, T, E, k, groups, kept, spec.norm_topk, 2.5,
+                                   want_e, want_w);
+            const std::string where = "T=" + std::to_string(T) + " E=" + std::to_string(E) +
+                                      " groups " + std::to_string(kept) + "/" +
+                                      std::to_string(groups) + (with_bias ? " bias" : "");
+            EXPECT_EQ(get_ints(experts, want_e.size()), want_e) << where;
+            expect_close(get(weights, want_w.size()), want_w, Op::MoeRoute, where);
+            release();
+          }
+  // Inconsistent specs are refused before anything runs.
+  kn::MoeRouteSpec bad;
+  bad.experts = 8;
+  bad.top_k = 2;
+  bad.n_group = 3;
+  bad.scoring = kn::RouteScoring::Sigmoid;
+  EXPECT_THROW(be().moe_route(bad, nullptr, nullptr, 0, nullptr, nullptr), std::invalid_argument);
+  bad.n_group = 1;
+  bad.scoring = kn::RouteScoring::Softmax;
+  const float one_bias[8] = {};
+  EXPECT_THROW(be().moe_route(bad, nullptr, one_bias, 0, nullptr, nullptr), std::invalid_argument);
+}
+
+TEST_P(BackendOps, RmsNorm) {
+  REQUIRE_OP(Op::RmsNorm);
+  std::mt19937 rng(19);
+  for (int rows : {1, 7, 33})
+    for (int cols : {48, 300})
+      for (bool in_place : {false, true}) {
+        const Vec x = randn(size_t(rows) * cols, rng, 2.0f), w = randn(cols, rng, 0.3f);
+        float* dx = put(x);
+        float* y = in_place ? dx : put(Vec(x.size()));
+        be().rms_norm(dx, put(w), y, rows, cols, 1e-6f);
+        expect_close(get(y, x.size()), ref::rms_norm(x, w, rows, cols, 1e-6), Op::RmsNorm,
+                     std::to_string(rows) + "x" + std::to_string(cols));
+        release();
+      }
+}
+
 TEST_P(BackendOps, RmsNormZeroCentred) {
   REQUIRE_OP(Op::RmsNormZeroCentred);
   std::mt19937 rng(9);
@@ -687,7 +753,11 @@ TEST_P(BackendOps, MoeRoutingAndExperts) {
           const Vec logits = randn(size_t(T) * E, rng, 2.0f);
           int* experts = put_ints(std::vector<int>(size_t(T) * k));
           float* weights = put(Vec(size_t(T) * k));
-          be().moe_route(put(logits), T, E, k, norm, experts, weights);
+          kn::MoeRouteSpec spec;
+          spec.experts = E;
+          spec.top_k = k;
+          spec.norm_topk = norm;
+          be().moe_route(spec, put(logits), nullptr, T, experts, weights);
           std::vector<int> want_e;
           Vec want_w;
           ref::moe_route(logits, T, E, k, norm, want_e, want_w);

@@ -86,6 +86,9 @@ class HostMemoryDevice final : public kn::Backend {
                              float eps) const override {
     h().rms_norm_zero_centred(x, w, y, r, c, eps);
   }
+  void rms_norm(const float* x, const float* w, float* y, int r, int c, float eps) const override {
+    h().rms_norm(x, w, y, r, c, eps);
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int r, int c,
                       float eps) const override {
     h().gated_rms_norm(x, z, w, y, r, c, eps);
@@ -125,8 +128,9 @@ class HostMemoryDevice final : public kn::Backend {
                  float* beta, float* g, int r, int hh) const override {
     h().gdn_gates(b, a, ld, A, dt, beta, g, r, hh);
   }
-  void moe_route(const float* l, int T, int E, int k, bool norm, int* e, float* w) const override {
-    h().moe_route(l, T, E, k, norm, e, w);
+  void moe_route(const hypic::kernels::MoeRouteSpec& s, const float* l, const float* b, int T, int* e,
+                 float* w) const override {
+    h().moe_route(s, l, b, T, e, w);
   }
   void moe_group(const int* e, int T, int k, int E, int* s, int* p, int* w) const override {
     h().moe_group(e, T, k, E, s, p, w);

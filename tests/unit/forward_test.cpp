@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "golden_util.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "model/checkpoint.hpp"
@@ -135,6 +137,30 @@ Model tiny_model(const std::string& arch) {
   auto cfg = hypic::model::preset_config(hypic::model::parse_arch(arch), "tiny");
   auto weights = hypic::model::random_weights(cfg, 17);
   return make_model(std::move(cfg), std::move(weights));
+}
+
+// All-position logits larger than the machine's memory are refused before anything is
+// allocated or computed, with the sizes in the message (issue 17: 10 million ids used to end
+// in a bare std::bad_alloc). The ids vector is the only large allocation: about 50-100 MB.
+TEST(ForwardLimits, LogitsLargerThanMemoryAreRefusedWithTheirSize) {
+  Model model = tiny_model("qwen3_5");
+  const int64_t V = model.config().vocab_size;
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  ASSERT_GT(memory, 0.0);
+  const auto n = static_cast<size_t>(memory / (static_cast<double>(V) * sizeof(float))) + 1;
+  const std::vector<int32_t> ids(n, 1);
+  InferenceCache cache = model.new_cache();
+  try {
+    model.prefill(ids, cache, hypic::model::LogitsMode::All);
+    FAIL() << "logits of " << n << " x " << V << " floats must be refused";
+  } catch (const hypic::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the logits of " + std::to_string(n) + " tokens x " + std::to_string(V)),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("more than this machine's"), std::string::npos) << what;
+  }
+  EXPECT_EQ(cache.n_tokens, 0) << "nothing ran";
 }
 
 class CacheContract : public ::testing::TestWithParam<std::string> {};

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -132,6 +133,14 @@ inline Vec rms_norm_zc(const Vec& x, const Vec& w, int rows, int cols, double ep
   }
   return y;
 }
+inline Vec rms_norm(const Vec& x, const Vec& w, int rows, int cols, double eps) {
+  Vec y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const double s = inv_rms(&x[size_t(r) * cols], cols, eps);
+    for (int c = 0; c < cols; ++c) y[size_t(r) * cols + c] = float(x[size_t(r) * cols + c] * s * w[c]);
+  }
+  return y;
+}
 inline Vec gated_rms_norm(const Vec& x, const Vec& z, const Vec& w, int rows, int cols,
                           double eps) {
   Vec y(x.size());
@@ -215,6 +224,46 @@ inline void moe_route(const Vec& logits, int T, int E, int k, bool norm, std::ve
     for (int j = 0; j < k; ++j) {
       ex[size_t(t) * k + j] = order[j];
       wt[size_t(t) * k + j] = float(p[order[j]] / z / (norm ? sum : 1.0));
+    }
+  }
+}
+
+// ---- MoE routing, sigmoid scoring (DeepSeek-V3 style), written from the definition: ----
+// p = sigmoid(logit), choice = p + bias; keep the topk_group groups of E/n_group experts whose
+// two best choices sum highest; the k best choices among them; weights p, renormalised
+// (Σ + 1e-20) when norm, times scale. Sorting (stable) instead of the kernels' scans.
+inline void moe_route_sigmoid(const Vec& logits, const Vec& bias, int T, int E, int k,
+                              int n_group, int topk_group, bool norm, double scale,
+                              std::vector<int>& ex, Vec& wt) {
+  ex.assign(size_t(T) * k, 0);
+  wt.assign(size_t(T) * k, 0.0f);
+  const int per = E / n_group;
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> p(E), choice(E);
+    for (int e = 0; e < E; ++e) {
+      p[e] = 1.0 / (1.0 + std::exp(-double(logits[size_t(t) * E + e])));
+      choice[e] = p[e] + (bias.empty() ? 0.0 : double(bias[e]));
+    }
+    std::vector<double> gscore(n_group);
+    for (int g = 0; g < n_group; ++g) {
+      std::vector<double> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+      std::sort(c.begin(), c.end(), std::greater<double>());
+      gscore[g] = n_group > 1 ? c[0] + c[1] : 0.0;
+    }
+    std::vector<int> groups(n_group);
+    std::iota(groups.begin(), groups.end(), 0);
+    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return gscore[a] > gscore[b]; });
+    std::vector<int> allowed;
+    for (int e = 0; e < E; ++e)
+      if (std::find(groups.begin(), groups.begin() + topk_group, e / per) != groups.begin() + topk_group)
+        allowed.push_back(e);
+    std::stable_sort(allowed.begin(), allowed.end(),
+                     [&](int a, int b) { return choice[a] > choice[b]; });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += p[allowed[j]];
+    for (int j = 0; j < k; ++j) {
+      ex[size_t(t) * k + j] = allowed[j];
+      wt[size_t(t) * k + j] = float(p[allowed[j]] / (norm ? sum + 1e-20 : 1.0) * scale);
     }
   }
 }

@@ -197,7 +197,10 @@ TEST_F(Threads, MoeAndComposeAreBitIdenticalAtEveryThreadCount) {
   expect_same_at_every_count("moe route, gather, scatter", [&] {
     std::vector<int> experts(size_t(T) * top), start(E + 1), ids(experts.size()), work(E);
     Vec weights(experts.size()), out(x.size(), 0.0f);
-    be().moe_route(logits.data(), T, E, top, true, experts.data(), weights.data());
+    hypic::kernels::MoeRouteSpec route;
+    route.experts = E;
+    route.top_k = top;
+    be().moe_route(route, logits.data(), nullptr, T, experts.data(), weights.data());
     be().moe_group(experts.data(), T, top, E, start.data(), ids.data(), work.data());
     for (int e = 0; e < E; ++e) {
       const int n = start[e + 1] - start[e];

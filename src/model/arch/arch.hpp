@@ -67,6 +67,16 @@ class ArchSpec {
   // mlp.experts.down_proj [E, H, I]) rather than one tensor per expert: true where
   // transformers knows no per-expert form of the architecture. Loading reads either.
   virtual bool saves_fused_experts() const { return false; }
+  // Names of an MoE layer's tensors, relative to "<prefix>layers.<i>.", where architectures
+  // differ (defaults: Qwen's). An empty name: the architecture has no such tensor (then the
+  // config must agree: no shared expert means shared_expert_intermediate_size == 0).
+  struct MoeNames {
+    std::string block = "mlp.";                            // the MoE block
+    std::string router_bias;                               // e.g. "gate.e_score_correction_bias"
+    std::string shared = "shared_expert.";                 // the shared expert's SwiGLU
+    std::string shared_gate = "shared_expert_gate.weight"; // its sigmoid gate
+  };
+  virtual MoeNames moe_names() const { return {}; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and
   // the names of the tensors the checkpoint holds.
   virtual void adjust_loaded_config(const nlohmann::json& /*raw*/,

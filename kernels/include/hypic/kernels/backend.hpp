@@ -31,6 +31,7 @@
 #include "hypic/kernels/attention.hpp"
 #include "hypic/kernels/compose.hpp"
 #include "hypic/kernels/linear_family.hpp"
+#include "hypic/kernels/moe.hpp"
 #include "hypic/kernels/rope.hpp"
 #include "hypic/tensor.hpp"
 
@@ -48,6 +49,7 @@ enum class Op {
   CausalConv1dSilu,
   CausalConv1dTail,
   RmsNormZeroCentred,
+  RmsNorm,
   GatedRmsNorm,
   L2NormalizeRows,
   RopeApply,
@@ -114,6 +116,8 @@ class Backend : public Allocator {
   // --- norms (norm.hpp) ---
   virtual void rms_norm_zero_centred(const float* x, const float* w, float* y, int rows, int cols,
                                      float eps) const = 0;
+  virtual void rms_norm(const float* x, const float* w, float* y, int rows, int cols,
+                        float eps) const = 0;
   virtual void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int rows,
                               int cols, float eps) const = 0;
   virtual void l2_normalize_rows(float* x, int rows, int cols, float eps, float scale) const = 0;
@@ -141,8 +145,9 @@ class Backend : public Allocator {
                          int heads) const = 0;
 
   // --- mixture of experts (moe.hpp) ---
-  virtual void moe_route(const float* logits, int T, int E, int k, bool norm_topk, int* experts,
-                         float* weights) const = 0;
+  // logits [T, E], bias [E] or nullptr, experts/weights [T, k] (moe.hpp: MoeRouteSpec).
+  virtual void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T,
+                         int* experts, float* weights) const = 0;
   // Groups the T·k (token, slot) pairs by expert: start [E+1] (pairs of expert e are
   // pair_ids[start[e] … start[e+1])), pair_ids [T·k] as t·k + j, tokens ascending; work [E].
   virtual void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_ids,
