@@ -85,7 +85,7 @@ int run_info(const std::string& dir) {
     std::string mlp =
         c.layer_is_moe(i) ? "MoE" : "dense MLP (" + std::to_string(c.intermediate_size) + ")";
     const LayerKind kind = c.layer_types[static_cast<size_t>(i)];
-    const char* name = kind == LayerKind::Kda  ? "kda"
+    const char* name = kind == LayerKind::Kda   ? "kda"
                        : kind == LayerKind::Mla ? "mla"
                        : lin                    ? "gated deltanet"
                                                 : "gated attention";

@@ -126,7 +126,8 @@ ModelWeights allocate(const ModelConfig& c) {
     if (L.is_moe) {
       const ArchSpec::MoeNames names = c.arch_spec().moe_names();
       L.moe.router = Tensor({static_cast<int64_t>(c.num_experts), H});
-      if (!names.router_bias.empty()) L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
+      if (!names.router_bias.empty())
+        L.moe.router_bias = Tensor({static_cast<int64_t>(c.num_experts)});
       for (int e = 0; e < c.num_experts; ++e) L.moe.experts.push_back(mlp(c.moe_intermediate_size));
       if (c.shared_expert_intermediate_size > 0) {
         L.moe.shared_expert = mlp(c.shared_expert_intermediate_size);
@@ -429,7 +430,14 @@ LoadedModel load_checkpoint(const std::string& dir) {
   }
   bool fused = false;
   for (const std::string& n : names) fused = fused || has_suffix(n, ".mlp.experts.gate_up_proj");
-  const std::vector<Slot> slots = build_slots(c, prefix, fused);
+  std::vector<Slot> slots = build_slots(c, prefix, fused);
+  for (Slot& s : slots)  // a tensor stored under another name the architecture accepts
+    if (!present.count(s.hf.name))
+      for (const std::string& alias : c.arch_spec().tensor_aliases(s.hf.name))
+        if (present.count(alias)) {
+          s.hf.name = alias;
+          break;
+        }
 
   // Check everything before reading anything; report the first problem, count the rest.
   std::vector<std::string> problems;

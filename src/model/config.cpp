@@ -105,7 +105,8 @@ void ModelConfig::validate() const {
   const int rot = rotary_dim();
   // MLA layers (kimi_linear) use no RoPE: only gated attention needs a rotary part.
   const bool uses_rope = std::count(layer_types.begin(), layer_types.end(), LayerKind::Mla) == 0;
-  HYPIC_REQUIRE(!uses_rope || partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rot >= 2 && rot % 2 == 0,
+  HYPIC_REQUIRE(!uses_rope || (partial_rotary_factor > 0 && partial_rotary_factor <= 1 &&
+                               rot >= 2 && rot % 2 == 0),
                 "config: head_dim * partial_rotary_factor must be an even number >= 2 (got " +
                     std::to_string(head_dim) + " * " + std::to_string(partial_rotary_factor) + ")");
   spec.validate(*this);
@@ -117,9 +118,9 @@ void ModelConfig::validate() const {
     positive(moe_intermediate_size, "moe_intermediate_size");
     HYPIC_REQUIRE(shared_expert_intermediate_size >= 0,
                   "config: shared_expert_intermediate_size must be >= 0 (0: no shared expert)");
-    HYPIC_REQUIRE(moe_scoring == "softmax" || moe_scoring == "sigmoid",
-                  "config: the router's scoring must be softmax or sigmoid, got \"" + moe_scoring +
-                      "\"");
+    HYPIC_REQUIRE(
+        moe_scoring == "softmax" || moe_scoring == "sigmoid",
+        "config: the router's scoring must be softmax or sigmoid, got \"" + moe_scoring + "\"");
     HYPIC_REQUIRE(moe_n_group >= 1 && moe_topk_group >= 1 && moe_topk_group <= moe_n_group &&
                       num_experts % moe_n_group == 0,
                   "config: n_group must divide the number of experts and 1 <= topk_group <= "
@@ -128,8 +129,7 @@ void ModelConfig::validate() const {
                       std::to_string(moe_topk_group) + ")");
     HYPIC_REQUIRE(moe_n_group == 1 || moe_scoring == "sigmoid",
                   "config: expert groups (n_group > 1) need sigmoid routing");
-    HYPIC_REQUIRE(moe_routed_scaling_factor > 0,
-                  "config: routed_scaling_factor must be > 0");
+    HYPIC_REQUIRE(moe_routed_scaling_factor > 0, "config: routed_scaling_factor must be > 0");
     positive(decoder_sparse_step, "decoder_sparse_step");
   }
   for (int l : mlp_only_layers)

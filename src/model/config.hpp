@@ -17,7 +17,9 @@ namespace hypic::model {
 enum class LayerKind { Linear, FullAttention, Kda, Mla };
 // Whether a layer kind keeps a recurrent state + conv tail (a linear-attention layer: its PIC
 // entry is a transition summary) rather than per-token K/V.
-inline bool is_linear_kind(LayerKind k) { return k == LayerKind::Linear || k == LayerKind::Kda; }
+inline bool is_linear_kind(LayerKind k) {
+  return k == LayerKind::Linear || k == LayerKind::Kda;
+}
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
 const char* arch_name(const ArchSpec* arch);

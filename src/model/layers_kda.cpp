@@ -40,9 +40,9 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
 
   // Projections: the conv channels q|k|v, the two low-rank gates, β's logits.
   float* mixed = ws.floats(Workspace::kA, rows * conv_dim);
-  float* low = ws.floats(Workspace::kB, rows * 2 * d);  // f_a(x) | g_a(x) (two products)
-  float* f = ws.floats(Workspace::kC, rows * P);        // f_b(f_a(x)), then the gate g
-  float* gate = ws.floats(Workspace::kD, rows * P);     // g_b(g_a(x))
+  float* low = ws.floats(Workspace::kB, rows * 2 * d);   // f_a(x) | g_a(x) (two products)
+  float* f = ws.floats(Workspace::kC, rows * P);         // f_b(f_a(x)), then the gate g
+  float* gate = ws.floats(Workspace::kD, rows * P);      // g_b(g_a(x))
   float* blog = ws.floats(Workspace::kE, rows * 2 * H);  // b logits | β
   be.linear(x, f32(w.qkv), mixed, T, conv_dim, hidden, false);
   be.linear(x, f32(w.f_a), low, T, d, hidden, false);

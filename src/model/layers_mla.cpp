@@ -100,8 +100,8 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
     lap.to(ws.times.splice);
   }
   // Multi-query attention over the latent rows; the rows are keys and (first r columns) values.
-  kernels::AttentionDims dims{T, static_cast<int>(cache.kv_tokens()), H, 1, R,
-                              1.0f / std::sqrt(static_cast<float>(dq))};
+  kernels::AttentionDims dims{T, static_cast<int>(cache.kv_tokens()),     H, 1,
+                              R, 1.0f / std::sqrt(static_cast<float>(dq))};
   if (!positions.empty()) {
     if (be.device() == Device::Host) {
       dims.positions = positions.data();
@@ -118,8 +118,8 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
 
   // o_h = lat_h[:, :r] · W_uv_hᵀ (W_uv_h: the head's last v rows of kv_b_proj, [v, r]).
   float* o = ws.floats(Workspace::kG, rows * H * vd);
-  be.gemm_strided_batched(false, true, T, vd, r, 1.0f, lat, H * R, R, wkv + nope * r, r,
-                          head_block, 0.0f, o, H * vd, vd, H);
+  be.gemm_strided_batched(false, true, T, vd, r, 1.0f, lat, H * R, R, wkv + nope * r, r, head_block,
+                          0.0f, o, H * vd, vd, H);
   be.linear(o, f32(w.o_proj), out, T, hidden, H * vd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }

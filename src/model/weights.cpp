@@ -10,11 +10,11 @@ namespace hypic::model {
 namespace {
 
 std::vector<const Tensor*> kda_tensors(const KdaWeights& k) {
-  return {&k.qkv, &k.conv1d, &k.f_a, &k.f_b, &k.A_log, &k.dt_bias,
-          &k.b_proj, &k.g_a, &k.g_b, &k.o_norm, &k.o_proj};
+  return {&k.qkv,    &k.conv1d, &k.f_a, &k.f_b,    &k.A_log, &k.dt_bias,
+          &k.b_proj, &k.g_a,    &k.g_b, &k.o_norm, &k.o_proj};
 }
 std::vector<const Tensor*> mla_tensors(const MlaWeights& m) {
-  return {&m.q_proj, &m.q_a_proj, &m.q_a_norm, &m.q_b_proj,
+  return {&m.q_proj,    &m.q_a_proj,  &m.q_a_norm,  &m.q_b_proj,
           &m.kv_a_proj, &m.kv_a_norm, &m.kv_b_proj, &m.o_proj};
 }
 
@@ -76,10 +76,10 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
   for (LayerWeights& L : w.layers) {
     upload(L.input_norm, be);
     upload(L.post_attn_norm, be);
-    for (Tensor* t :
-         {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log, &L.linear.norm,
-          &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj,
-          &L.attn.q_norm, &L.attn.k_norm, &L.moe.router, &L.moe.router_bias, &L.moe.shared_expert_gate})
+    for (Tensor* t : {&L.linear.in_proj, &L.linear.conv1d, &L.linear.dt_bias, &L.linear.A_log,
+                      &L.linear.norm, &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj,
+                      &L.attn.v_proj, &L.attn.o_proj, &L.attn.q_norm, &L.attn.k_norm, &L.moe.router,
+                      &L.moe.router_bias, &L.moe.shared_expert_gate})
       upload(*t, be);
     for (const Tensor* t : kda_tensors(L.kda)) upload(const_cast<Tensor&>(*t), be);
     for (const Tensor* t : mla_tensors(L.mla)) upload(const_cast<Tensor&>(*t), be);

@@ -33,8 +33,9 @@ const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 TEST(ArchRegistry, ListsTheSupportedArchitectures) {
   std::vector<std::string> names;
   for (const ArchSpec* a : architectures()) names.push_back(a->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe"}));
-  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5, qwen3_5_moe");
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe", "kimi_linear"}));
+  EXPECT_EQ(supported_architectures(), "qwen3_next, qwen3_5, qwen3_5_moe, kimi_linear");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size())
       << "two architectures share a name";
 }
@@ -58,11 +59,13 @@ TEST(ArchRegistry, LookupByNameAndModelType) {
 
 TEST(ArchRegistry, UnknownNamesListTheSupportedOnes) {
   const std::string cfg = error_of([] { ModelConfig::from_json({{"model_type", "foo"}}); });
-  EXPECT_EQ(
-      cfg,
-      "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
+  EXPECT_EQ(cfg,
+            "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, "
+            "qwen3_5_moe, kimi_linear)");
   const std::string arch = error_of([] { parse_arch("foo"); });
-  EXPECT_EQ(arch, "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe)");
+  EXPECT_EQ(arch,
+            "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe, "
+            "kimi_linear)");
   for (const ArchSpec* a : architectures()) {
     const std::string preset = error_of([&] { preset_config(*a, "huge"); });
     EXPECT_NE(preset.find("unknown preset 'huge'"), std::string::npos) << preset;
@@ -107,8 +110,13 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
           ASSERT_LT(r, rows) << part.name;
           ++hits[static_cast<size_t>(r)];
         }
-      EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }))
-          << a->name() << ": in_proj parts must cover every canonical row once";
+      // (Only Gated DeltaNet layers have an in_proj; kimi_linear's KDA layers read their own
+      // tensors.)
+      if (std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0)
+        EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }))
+            << a->name() << ": in_proj parts must cover every canonical row once";
+      else
+        EXPECT_TRUE(a->linear_in_proj(c).empty()) << a->name();
 
       const std::string prefix = a->weight_prefixes().front();
       for (const HfTensor& t : hf_tensor_layout(c)) {

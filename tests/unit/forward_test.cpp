@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(golden_models()),
 TEST(GoldenData, AllModelsPresent) {
   const auto names = golden_models();
   for (const char* n : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded", "qwen3_5_moe",
-                        "qwen3_5_moe_bf16", "qwen3_5_moe_sharded"})
+                        "qwen3_5_moe_bf16", "qwen3_5_moe_sharded", "kimi_linear",
+                        "kimi_linear_bf16", "kimi_linear_sharded"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 

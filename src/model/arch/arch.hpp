@@ -60,6 +60,9 @@ class ArchSpec {
   // architecture names its MLP / MoE tensors differently (kimi_linear: block_sparse_moe., w1 /
   // w2 / w3, shared_experts.). Loading and saving both go through it.
   virtual std::string tensor_name(const std::string& name) const { return name; }
+  // Other names a checkpoint may hold the tensor `name` (as tensor_name gives it) under;
+  // loading takes the first present when `name` is not (saving writes `name`).
+  virtual std::vector<std::string> tensor_aliases(const std::string&) const { return {}; }
   // Tensor-name prefixes that loading skips without complaint (parts hypic does not run,
   // such as multi-token prediction heads or a vision tower).
   virtual std::vector<std::string> ignored_prefixes() const = 0;
@@ -71,10 +74,10 @@ class ArchSpec {
   // differ (defaults: Qwen's). An empty name: the architecture has no such tensor (then the
   // config must agree: no shared expert means shared_expert_intermediate_size == 0).
   struct MoeNames {
-    std::string block = "mlp.";                            // the MoE block
-    std::string router_bias;                               // e.g. "gate.e_score_correction_bias"
-    std::string shared = "shared_expert.";                 // the shared expert's SwiGLU
-    std::string shared_gate = "shared_expert_gate.weight"; // its sigmoid gate
+    std::string block = "mlp.";                             // the MoE block
+    std::string router_bias;                                // e.g. "gate.e_score_correction_bias"
+    std::string shared = "shared_expert.";                  // the shared expert's SwiGLU
+    std::string shared_gate = "shared_expert_gate.weight";  // its sigmoid gate
   };
   virtual MoeNames moe_names() const { return {}; }
   // Lets the checkpoint settle what config.json leaves open, given the raw config.json and

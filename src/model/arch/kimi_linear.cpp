@@ -46,8 +46,8 @@ class KimiLinear final : public ArchSpec {
         f.integer(first_key(f, {"model_max_length", "max_position_embeddings"}), 1048576);
     c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
     const std::string act = f.string("hidden_act", "silu");
-    HYPIC_REQUIRE(act == "silu", "config.json: field 'hidden_act' is '" + act +
-                                     "'; only 'silu' is supported");
+    HYPIC_REQUIRE(act == "silu",
+                  "config.json: field 'hidden_act' is '" + act + "'; only 'silu' is supported");
     HYPIC_REQUIRE(!f.boolean("attention_bias", false),
                   "config.json: field 'attention_bias' is true; not supported");
 
@@ -61,8 +61,7 @@ class KimiLinear final : public ArchSpec {
     const int kv_heads = f.integer("num_key_value_heads", c.num_attention_heads);
     HYPIC_REQUIRE(kv_heads == c.num_attention_heads,
                   "config.json: field 'num_key_value_heads' (" + std::to_string(kv_heads) +
-                      ") must equal num_attention_heads (" +
-                      std::to_string(c.num_attention_heads) +
+                      ") must equal num_attention_heads (" + std::to_string(c.num_attention_heads) +
                       "): MLA expands its latent to every head");
     c.kv_lora_rank = f.integer("kv_lora_rank");
     c.q_lora_rank = f.integer("q_lora_rank", 0);
@@ -163,7 +162,8 @@ class KimiLinear final : public ArchSpec {
                                {"full_attn_layers", full},
                                {"kda_layers", kda}};
     json mlp = json::array();
-    for (int i = 0; i < c.num_hidden_layers; ++i) mlp.push_back(layer_is_moe(c, i) ? "sparse" : "dense");
+    for (int i = 0; i < c.num_hidden_layers; ++i)
+      mlp.push_back(layer_is_moe(c, i) ? "sparse" : "dense");
     t["mlp_layer_types"] = mlp;
     t["num_experts"] = c.num_experts;
     if (c.num_experts > 0) {
@@ -236,6 +236,15 @@ class KimiLinear final : public ArchSpec {
     if (!std::regex_search(name, m, expert)) return name;
     const char* w = m[2] == "gate" ? "w1" : m[2] == "up" ? "w3" : "w2";
     return m.prefix().str() + ".experts." + m[1].str() + "." + w + ".weight";
+  }
+
+  // A dense layer's MLP: the published checkpoint names it mlp.; transformers' save_pretrained
+  // writes block_sparse_moe. (its rename of the MoE block applies to every layer).
+  std::vector<std::string> tensor_aliases(const std::string& name) const override {
+    static const std::regex dense(R"(^(.*layers\.\d+\.)mlp\.((gate|up|down)_proj\.weight)$)");
+    std::smatch m;
+    if (!std::regex_match(name, m, dense)) return {};
+    return {m[1].str() + "block_sparse_moe." + m[2].str()};
   }
 
   std::vector<std::string> preset_names() const override { return {"tiny", "small", "bench"}; }
@@ -313,15 +322,15 @@ class KimiLinear final : public ArchSpec {
       std::vector<int> seen(static_cast<size_t>(n), 0);
       for (int l : full) {
         HYPIC_REQUIRE(l >= 1 && l <= n, "config.json: field '" + la.path("full_attn_layers") +
-                                            "' holds layer " + std::to_string(l) +
-                                            ", outside 1.." + std::to_string(n));
+                                            "' holds layer " + std::to_string(l) + ", outside 1.." +
+                                            std::to_string(n));
         c.layer_types[static_cast<size_t>(l - 1)] = LayerKind::Mla;
         ++seen[static_cast<size_t>(l - 1)];
       }
       for (int l : kda) {
         HYPIC_REQUIRE(l >= 1 && l <= n, "config.json: field '" + la.path("kda_layers") +
-                                            "' holds layer " + std::to_string(l) +
-                                            ", outside 1.." + std::to_string(n));
+                                            "' holds layer " + std::to_string(l) + ", outside 1.." +
+                                            std::to_string(n));
         ++seen[static_cast<size_t>(l - 1)];
       }
       for (int i = 0; i < n; ++i)
