@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden reference data for kimi_linear (Kimi-Linear: KDA + MLA + grouped sigmoid MoE).
 
-Writes tests/data/golden/kimi_linear{,_bf16,_sharded}/ with a tiny random
+Writes tests/data/golden/kimi_linear{,_bf16,_sharded,_q_lora}/ with a tiny random
 KimiLinearForCausalLM of awkward sizes (transformers 5.24's models/kimi_linear), its
 reference logits, greedy continuations and per-layer hidden states, exactly in the format of
 scripts/make_golden.py (whose helpers it uses: prompt choice against near-ties, the float64
@@ -243,10 +243,43 @@ def build_kimi(out, counter, do_verify):
         mg.tidy(x)
 
 
+def build_kimi_q_lora(out, counter, do_verify):
+    """kimi_linear_q_lora: the same shape with a q_lora_rank (q_a_proj, q_a_layernorm,
+    q_b_proj instead of q_proj; DeepSeek-style, not used by the published Kimi-Linear)."""
+    d = os.path.join(out, "kimi_linear_q_lora")
+    mg.clean_dir(d)
+    torch.manual_seed(0)
+    cfg = KimiLinearConfig(**dict(KIMI_KW, q_lora_rank=7))
+    cfg._attn_implementation = mg.ATTN_IMPL
+    cfg._experts_implementation = "eager"
+    k = cfg.num_experts_per_tok
+    model = KimiLinearForCausalLM(cfg).eval()
+    for i in range(mg.WEIGHT_SEED_TRIES):
+        wseed = 59 + 1000 * i
+        fill_kimi(model, wseed, cfg.hidden_size)
+        pseed, prompts = mg.choose_prompts([model], cfg.vocab_size, 707, is_moe=True, k=k)
+        if pseed is not None:
+            break
+    else:
+        raise RuntimeError("kimi_linear_q_lora: no weight/prompt seed passes the checks")
+    model.save_pretrained(d, safe_serialization=True)
+    save_config_sorted(d)
+    tensors, info = mg.compute_reference(model, prompts, counter, is_moe=True, k=k)
+    info = {"weight_seed": wseed, "prompt_seed": pseed, "model": "kimi_linear_q_lora",
+            "class": "KimiLinearForCausalLM", "dtype": "float32", "q_lora_rank": 7,
+            "reference_attn_implementation": mg.ATTN_IMPL, "versions": mg.versions(), **info}
+    mg.write_reference(d, tensors, info, "kimi_linear_q_lora")
+    if do_verify:
+        cname, err = mg.verify(d, KimiLinearForCausalLM, tensors, prompts, ref_model=model)
+        print(f"  verified kimi_linear_q_lora reload ({cname}): max |dlogits| = {err:.2e}")
+    mg.tidy(d)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(mg.REPO, "tests", "data", "golden"))
     ap.add_argument("--no-verify", action="store_true", help="skip reloading the saved checkpoints")
+    ap.add_argument("--only-q-lora", action="store_true", help="regenerate kimi_linear_q_lora only")
     args = ap.parse_args()
     t0 = time.time()
     torch.set_num_threads(1)
@@ -254,7 +287,9 @@ def main():
     transformers.logging.set_verbosity_error()
     mg.router_min_gap = router_min_gap  # compute_reference / choose_prompts call it
     counter = mg.CallCounter()
-    build_kimi(args.out, counter, not args.no_verify)
+    if not args.only_q_lora:
+        build_kimi(args.out, counter, not args.no_verify)
+    build_kimi_q_lora(args.out, counter, not args.no_verify)
     print(f"kimi_linear golden data in {args.out}; {time.time() - t0:.1f} s")
 
 
