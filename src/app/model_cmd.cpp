@@ -105,6 +105,8 @@ int run_info(const std::string& dir) {
     const char* what = kind == LayerKind::Linear       ? "gated deltanet"
                        : kind == LayerKind::Lightning  ? "lightning attn"
                        : kind == LayerKind::RingLinear ? "lightning attn (RoPE)"
+                       : kind == LayerKind::Kda        ? "kda"
+                       : kind == LayerKind::Mla        ? "mla"
                        : c.attention_output_gate       ? "gated attention"
                                                        : "attention";
     std::string mlp =

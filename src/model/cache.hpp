@@ -27,11 +27,13 @@ struct LayerCache {
   // Full-attention layers: one row per cached token, at absolute positions 0 … n-1.
   Tensor k;  // [n, Hkv, hd] after k_norm and RoPE at the token's absolute position
   Tensor v;  // [n, Hkv, hd] as projected
+  // MLA layers (kind Mla): k holds the latent rows [n, 1, r + rope] (keys and values at once,
+  // no RoPE); v stays empty.
 
   int64_t kv_tokens() const { return k.empty() ? 0 : k.dim(0); }
-  // Appends T rows (of Hkv·hd floats each) to k and v. Host caches grow in place (amortised);
-  // a cache in device memory is re-allocated one size up through `device` (its allocator)
-  // and the rows copied within device memory.
+  // Appends T rows (of Hkv·hd floats each) to k and v (MLA: to k only; v_rows null). Host caches
+  // grow in place (amortised); a cache in device memory is re-allocated one size up through
+  // `device` (its allocator) and the rows copied within device memory.
   void append_kv(const float* k_rows, const float* v_rows, int64_t T,
                  const Allocator* device = nullptr);
 };

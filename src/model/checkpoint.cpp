@@ -34,17 +34,21 @@ struct Slot {
   int layer = -1;
 };
 
+// When `rows` lists a multiple of the source's rows, each source row fills that many
+// consecutive entries (a per-head value the canonical layout repeats per channel).
 void copy_rows_in(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
   const int64_t cols = src.dim(-1);
+  const size_t repeat = rows.size() / static_cast<size_t>(src.numel() / cols);
   for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(dst.data() + rows[i] * cols, src.data() + static_cast<int64_t>(i) * cols,
+    std::memcpy(dst.data() + rows[i] * cols, src.data() + static_cast<int64_t>(i / repeat) * cols,
                 static_cast<size_t>(cols) * sizeof(float));
 }
 
 void copy_rows_out(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
-  const int64_t cols = src.dim(-1);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(dst.data() + static_cast<int64_t>(i) * cols, src.data() + rows[i] * cols,
+  const int64_t cols = dst.dim(-1);
+  const size_t repeat = rows.size() / static_cast<size_t>(dst.numel() / cols);
+  for (size_t i = 0; i < rows.size(); i += repeat)
+    std::memcpy(dst.data() + static_cast<int64_t>(i / repeat) * cols, src.data() + rows[i] * cols,
                 static_cast<size_t>(cols) * sizeof(float));
 }
 
@@ -81,6 +85,33 @@ ModelWeights allocate(const ModelConfig& c) {
       L.lightning.output_gate = Tensor({Hq * hd, H});
       L.lightning.norm = Tensor({Hq * hd});
       L.lightning.out_proj = Tensor({H, Hq * hd});
+    } else if (L.kind == LayerKind::Kda) {
+      const int64_t P = c.linear_key_dim(), d = c.linear_key_head_dim;
+      const int64_t Hk = c.linear_num_key_heads;
+      L.kda.qkv = Tensor({3 * P, H});
+      L.kda.conv1d = Tensor({3 * P, static_cast<int64_t>(c.linear_conv_kernel_dim)});
+      L.kda.f_a = Tensor({d, H});
+      L.kda.f_b = Tensor({P, d});
+      L.kda.A_log = Tensor({P});
+      L.kda.dt_bias = Tensor({P});
+      L.kda.b_proj = Tensor({Hk, H});
+      L.kda.g_a = Tensor({d, H});
+      L.kda.g_b = Tensor({P, d});
+      L.kda.o_norm = Tensor({d});
+      L.kda.o_proj = Tensor({H, P});
+    } else if (L.kind == LayerKind::Mla) {
+      const int64_t dq = c.qk_nope_head_dim + c.qk_rope_head_dim, r = c.kv_lora_rank;
+      if (c.q_lora_rank > 0) {
+        L.mla.q_a_proj = Tensor({static_cast<int64_t>(c.q_lora_rank), H});
+        L.mla.q_a_norm = Tensor({static_cast<int64_t>(c.q_lora_rank)});
+        L.mla.q_b_proj = Tensor({Hq * dq, static_cast<int64_t>(c.q_lora_rank)});
+      } else {
+        L.mla.q_proj = Tensor({Hq * dq, H});
+      }
+      L.mla.kv_a_proj = Tensor({r + c.qk_rope_head_dim, H});
+      L.mla.kv_a_norm = Tensor({r});
+      L.mla.kv_b_proj = Tensor({Hq * (c.qk_nope_head_dim + c.v_head_dim), r});
+      L.mla.o_proj = Tensor({H, Hq * c.v_head_dim});
     } else if (L.kind == LayerKind::Linear) {
       L.linear.in_proj = Tensor({conv + vd + 2 * Hv, H});
       L.linear.conv1d = Tensor({conv, static_cast<int64_t>(c.linear_conv_kernel_dim)});
@@ -139,10 +170,11 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
   const int64_t K = c.linear_conv_kernel_dim;
 
   std::vector<Slot> slots;
+  const ArchSpec& spec = c.arch_spec();
   auto add = [&](std::string name, std::vector<int64_t> shape,
                  std::function<Tensor*(ModelWeights&)> target, std::vector<int64_t> rows = {}) {
     Slot s;
-    s.hf = {std::move(name), std::move(shape)};
+    s.hf = {spec.tensor_name(name), std::move(shape)};
     s.target = std::move(target);
     s.rows = std::move(rows);
     slots.push_back(std::move(s));
@@ -170,6 +202,48 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
           [li](ModelWeights& w) { return &w.layers[li].lightning.norm; });
       add(A + "out_proj.weight", {H, Hq * hd},
           [li](ModelWeights& w) { return &w.layers[li].lightning.out_proj; });
+    } else if (c.layer_types[li] == LayerKind::Kda) {  // kimi_linear's names
+      const std::string A = L + "self_attn.";
+      const int64_t P = c.linear_key_dim(), d = c.linear_key_head_dim;
+      const int64_t Hk = c.linear_num_key_heads;
+      auto kda = [li](Tensor KdaWeights::*m) {
+        return [li, m](ModelWeights& w) { return &(w.layers[li].kda.*m); };
+      };
+      const char* proj[] = {"q", "k", "v"};
+      for (int64_t j = 0; j < 3; ++j) {
+        add(A + proj[j] + "_proj.weight", {P, H}, kda(&KdaWeights::qkv), iota_rows(j * P, P));
+        add(A + proj[j] + "_conv1d.weight", {P, 1, K}, kda(&KdaWeights::conv1d),
+            iota_rows(j * P, P));
+      }
+      add(A + "f_a_proj.weight", {d, H}, kda(&KdaWeights::f_a));
+      add(A + "f_b_proj.weight", {P, d}, kda(&KdaWeights::f_b));
+      add(A + "A_log", {1, 1, Hk, 1}, kda(&KdaWeights::A_log), iota_rows(0, P));  // per channel
+      add(A + "dt_bias", {P}, kda(&KdaWeights::dt_bias));
+      add(A + "b_proj.weight", {Hk, H}, kda(&KdaWeights::b_proj));
+      add(A + "g_a_proj.weight", {d, H}, kda(&KdaWeights::g_a));
+      add(A + "g_b_proj.weight", {P, d}, kda(&KdaWeights::g_b));
+      add(A + "o_norm.weight", {d}, kda(&KdaWeights::o_norm));
+      add(A + "o_proj.weight", {H, P}, kda(&KdaWeights::o_proj));
+    } else if (c.layer_types[li] == LayerKind::Mla) {
+      const std::string A = L + "self_attn.";
+      const int64_t dq = c.qk_nope_head_dim + c.qk_rope_head_dim, r = c.kv_lora_rank;
+      const int64_t qr = c.q_lora_rank;
+      auto mla = [li](Tensor MlaWeights::*m) {
+        return [li, m](ModelWeights& w) { return &(w.layers[li].mla.*m); };
+      };
+      if (qr > 0) {
+        add(A + "q_a_proj.weight", {qr, H}, mla(&MlaWeights::q_a_proj));
+        add(A + "q_a_layernorm.weight", {qr}, mla(&MlaWeights::q_a_norm));
+        add(A + "q_b_proj.weight", {Hq * dq, qr}, mla(&MlaWeights::q_b_proj));
+      } else {
+        add(A + "q_proj.weight", {Hq * dq, H}, mla(&MlaWeights::q_proj));
+      }
+      add(A + "kv_a_proj_with_mqa.weight", {r + c.qk_rope_head_dim, H},
+          mla(&MlaWeights::kv_a_proj));
+      add(A + "kv_a_layernorm.weight", {r}, mla(&MlaWeights::kv_a_norm));
+      add(A + "kv_b_proj.weight", {Hq * (c.qk_nope_head_dim + c.v_head_dim), r},
+          mla(&MlaWeights::kv_b_proj));
+      add(A + "o_proj.weight", {H, Hq * c.v_head_dim}, mla(&MlaWeights::o_proj));
     } else if (c.layer_types[li] == LayerKind::Linear) {
       const std::string A = L + "linear_attn.";
       auto in_proj = [li](ModelWeights& w) { return &w.layers[li].linear.in_proj; };
@@ -243,8 +317,8 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       if (fused_experts) {
         for (int which = 0; which < 2; ++which) {
           Slot s;
-          s.hf = which == 0 ? HfTensor{M + "experts.gate_up_proj", {E, 2 * I, H}}
-                            : HfTensor{M + "experts.down_proj", {E, H, I}};
+          s.hf = which == 0 ? HfTensor{spec.tensor_name(M + "experts.gate_up_proj"), {E, 2 * I, H}}
+                            : HfTensor{spec.tensor_name(M + "experts.down_proj"), {E, H, I}};
           s.stacked = static_cast<int>(E);
           s.stacked_gate_up = which == 0;
           s.layer = i;
@@ -418,7 +492,14 @@ LoadedModel load_checkpoint(const std::string& dir) {
   }
   bool fused = false;
   for (const std::string& n : names) fused = fused || has_suffix(n, ".experts.gate_up_proj");
-  const std::vector<Slot> slots = build_slots(c, prefix, fused);
+  std::vector<Slot> slots = build_slots(c, prefix, fused);
+  for (Slot& s : slots)  // a tensor stored under another name the architecture accepts
+    if (!present.count(s.hf.name))
+      for (const std::string& alias : c.arch_spec().tensor_aliases(s.hf.name))
+        if (present.count(alias)) {
+          s.hf.name = alias;
+          break;
+        }
 
   // Check everything before reading anything; report the first problem, count the rest.
   std::vector<std::string> problems;

@@ -37,8 +37,7 @@ int ModelConfig::num_linear_layers() const {
 }
 
 int ModelConfig::num_full_layers() const {
-  return static_cast<int>(
-      std::count(layer_types.begin(), layer_types.end(), LayerKind::FullAttention));
+  return static_cast<int>(layer_types.size()) - num_linear_layers();
 }
 
 std::string ModelConfig::layout_string() const {
@@ -104,7 +103,10 @@ void ModelConfig::validate() const {
                     ") must be a multiple of linear_num_key_heads (" +
                     std::to_string(linear_num_key_heads) + ")");
   const int rot = rotary_dim();
-  HYPIC_REQUIRE(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rot >= 2 && rot % 2 == 0,
+  // MLA layers (kimi_linear) use no RoPE: only gated attention needs a rotary part.
+  const bool uses_rope = std::count(layer_types.begin(), layer_types.end(), LayerKind::Mla) == 0;
+  HYPIC_REQUIRE(!uses_rope || (partial_rotary_factor > 0 && partial_rotary_factor <= 1 &&
+                               rot >= 2 && rot % 2 == 0),
                 "config: head_dim * partial_rotary_factor must be an even number >= 2 (got " +
                     std::to_string(head_dim) + " * " + std::to_string(partial_rotary_factor) + ")");
   spec.validate(*this);

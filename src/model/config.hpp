@@ -14,11 +14,14 @@ namespace hypic::model {
 
 // Gated DeltaNet / (gated) softmax attention / MiniMax lightning attention
 // (model/layers_lightning.hpp) / Ring-linear's lightning attention (bailing_moe_linear: scalar
-// decay per head, RoPE on q and k, no conv; model/layers_ring.hpp).
-enum class LayerKind { Linear, FullAttention, Lightning, RingLinear };
-// Whether a layer kind keeps a recurrent state (a linear-attention layer) rather than K/V.
+// decay per head, RoPE on q and k, no conv; model/layers_ring.hpp) / kimi_linear's KDA (Kimi
+// Delta Attention, the delta rule with per-channel gates) and MLA (multi-head latent attention).
+enum class LayerKind { Linear, FullAttention, Lightning, RingLinear, Kda, Mla };
+// Whether a layer kind keeps a recurrent state (a linear-attention layer: its PIC entry is a
+// transition summary) rather than per-token K/V.
 inline bool is_linear_kind(LayerKind k) {
-  return k == LayerKind::Linear || k == LayerKind::Lightning || k == LayerKind::RingLinear;
+  return k == LayerKind::Linear || k == LayerKind::Lightning || k == LayerKind::RingLinear ||
+         k == LayerKind::Kda;
 }
 
 // The architecture's name ("qwen3_next", "qwen3_5"); throws hypic::Error for nullptr.
@@ -90,6 +93,17 @@ struct ModelConfig {
   bool linear_silu = false;  // SiLU on the linear layers' q/k/v projections
   bool use_qk_norm = true;   // plain RMSNorm on q and k (both attention kinds)
   int first_k_dense_replace = 0;  // layers below this one have a dense MLP
+  // kimi_linear. KDA layers use the linear_* fields (key heads = value heads = num_heads,
+  // key dim = value dim = head_dim; conv channels q|k|v). MLA layers: the latent KV of
+  // kv_lora_rank plus the decoupled key of qk_rope_head_dim; with the up-projection absorbed
+  // into the queries the cached key row is the latent [normed c_kv | k_rope], so for these
+  // models num_key_value_heads = 1 and head_dim = kv_lora_rank + qk_rope_head_dim describe
+  // the cache (one latent "head"), and no RoPE is applied (mla_use_nope: rotary_dim() = 0).
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  // 0: q_proj straight from the hidden state
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
 
   // Token ids from config.json, when given (-1 / empty otherwise). Informational.
   int bos_token_id = -1;

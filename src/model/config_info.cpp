@@ -22,8 +22,9 @@ ConfigSummary runnable(const json& root) {
   s.model_type = root.value("model_type", "");
   s.architecture = c.arch_spec().name();
   s.runnable = true;
-  s.linear_kind = "Gated DeltaNet";
-  s.full_kind = "gated attention";
+  const bool kimi = std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Mla) > 0;
+  s.linear_kind = kimi ? "KDA" : "Gated DeltaNet";
+  s.full_kind = kimi ? "MLA" : "gated attention";
   s.layers = c.num_hidden_layers;
   s.linear_layers = c.num_linear_layers();
   s.full_layers = c.num_full_layers();
@@ -31,7 +32,9 @@ ConfigSummary runnable(const json& root) {
   s.embedding_parameters =
       static_cast<uint64_t>(c.vocab_size) * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
   s.active_parameters = config_active_parameter_count(c);
-  const uint64_t kv = 2ull * c.num_key_value_heads * c.head_dim;
+  // K and V per KV head; MLA caches one latent row (kv_lora_rank + qk_rope_head_dim) that
+  // serves as keys and values (model/layers_mla.hpp).
+  const uint64_t kv = (kimi ? 1ull : 2ull) * c.num_key_value_heads * c.head_dim;
   s.kv_bytes_per_token = kv * s.full_layers * kStoreBytes;
   const uint64_t Hv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
                  dv = c.linear_value_head_dim;
@@ -48,87 +51,9 @@ ConfigSummary runnable(const json& root) {
                               static_cast<uint64_t>(c.linear_conv_kernel_dim - 1) *
                                   static_cast<uint64_t>(c.linear_conv_dim());
   s.entry_fixed_bytes = per_linear * s.linear_layers * kStoreBytes;
-  s.entry_t_form = "dense dk x dk per value head (delta rule)";
-  return s;
-}
-
-// Kimi-Linear (KimiLinearForCausalLM, remote code): KDA layers and MLA layers listed 1-based
-// in linear_attn_config, a dense MLP below first_k_dense_replace, MoE with shared experts
-// above. The count follows the published checkpoint's tensors (docs/models.md):
-//   KDA  q/k/v_proj [P, h], q/k/v_conv1d [P, 1, K], f_a/g_a [d, h], f_b/g_b [P, d],
-//        b_proj [H, h], A_log [H], dt_bias [P], o_norm [d], o_proj [h, P]   (P = H·d)
-//   MLA  q_proj [H·(nope+rope), h], kv_a_proj_with_mqa [r+rope, h], kv_a_layernorm [r],
-//        kv_b_proj [H·(nope+v), r], o_proj [h, H·v]                         (r = kv_lora_rank)
-//   MoE  experts E × 3 [I, h], gate [E, h] + e_score_correction_bias [E],
-//        shared_experts 3 [S·I, h]
-ConfigSummary kimi_linear(const json& root) {
-  const arch::Fields f(root, "");
-  ConfigSummary s;
-  s.model_type = "kimi_linear";
-  s.architecture = "kimi_linear";
-  s.linear_kind = "KDA";
-  s.full_kind = "MLA";
-  const uint64_t h = static_cast<uint64_t>(f.integer("hidden_size"));
-  const uint64_t V = static_cast<uint64_t>(f.integer("vocab_size"));
-  s.layers = f.integer("num_hidden_layers");
-  HYPIC_REQUIRE(f.has("linear_attn_config") && f.at("linear_attn_config").is_object(),
-                "config.json: missing required field 'linear_attn_config'");
-  const arch::Fields la(f.at("linear_attn_config"), "linear_attn_config");
-  const std::vector<int> full = la.int_list("full_attn_layers");
-  const std::vector<int> kda = la.int_list("kda_layers");
-  s.full_layers = static_cast<int>(full.size());
-  s.linear_layers = static_cast<int>(kda.size());
-  HYPIC_REQUIRE(s.full_layers + s.linear_layers == s.layers,
-                "config.json: linear_attn_config lists " +
-                    std::to_string(s.full_layers + s.linear_layers) +
-                    " layers but num_hidden_layers is " + std::to_string(s.layers));
-  const uint64_t H = static_cast<uint64_t>(la.integer("num_heads"));
-  const uint64_t d = static_cast<uint64_t>(la.integer("head_dim"));
-  const uint64_t K = static_cast<uint64_t>(la.integer("short_conv_kernel_size", 4));
-  const uint64_t P = H * d;
-  const uint64_t kda_params =
-      3 * P * h + 3 * P * K + 2 * (d * h + P * d) + H * h + H + P + d + h * P;
-
-  const uint64_t Ha = static_cast<uint64_t>(f.integer("num_attention_heads"));
-  const uint64_t nope = static_cast<uint64_t>(f.integer("qk_nope_head_dim"));
-  const uint64_t rope = static_cast<uint64_t>(f.integer("qk_rope_head_dim"));
-  const uint64_t vh = static_cast<uint64_t>(f.integer("v_head_dim"));
-  const uint64_t r = static_cast<uint64_t>(f.integer("kv_lora_rank"));
-  HYPIC_REQUIRE(!f.has("q_lora_rank"),
-                "config.json: a q_lora_rank is not counted (Kimi-Linear has none)");
-  const uint64_t mla_params =
-      Ha * (nope + rope) * h + (r + rope) * h + r + Ha * (nope + vh) * r + h * Ha * vh;
-
-  const uint64_t E = static_cast<uint64_t>(f.integer("num_experts"));
-  const uint64_t k = static_cast<uint64_t>(f.integer("num_experts_per_token"));
-  const uint64_t I = static_cast<uint64_t>(f.integer("moe_intermediate_size"));
-  const uint64_t S = static_cast<uint64_t>(f.integer("num_shared_experts", 0));
-  const uint64_t dense_I = static_cast<uint64_t>(f.integer("intermediate_size"));
-  const int first_dense = f.integer("first_k_dense_replace", 0);
-  const int freq = f.integer("moe_layer_freq", 1);
-  const uint64_t expert = 3 * h * I;
-  const uint64_t moe_params = E * expert + E * h + E + S * expert;
-  uint64_t total = V * h * (f.boolean("tie_word_embeddings", false) ? 1 : 2) + h;
-  uint64_t inactive = 0;
-  for (int l = 0; l < s.layers; ++l) {
-    total += 2 * h;  // input and post-attention norms
-    const bool is_full = std::find(full.begin(), full.end(), l + 1) != full.end();
-    total += is_full ? mla_params : kda_params;
-    if (l >= first_dense && freq > 0 && (l - first_dense) % freq == 0) {
-      total += moe_params;
-      inactive += (E - k) * expert;
-    } else {
-      total += 3 * h * dense_I;
-    }
-  }
-  s.total_parameters = total;
-  s.active_parameters = total - inactive;
-  s.embedding_parameters = V * h * (f.boolean("tie_word_embeddings", false) ? 1 : 2);
-  // MLA caches the latent (kv_lora_rank) and the decoupled RoPE key per token and layer.
-  s.kv_bytes_per_token = (r + rope) * s.full_layers * kStoreBytes;
-  s.entry_fixed_bytes = (H * d * d + H * d * d + (K - 1) * 3 * P) * s.linear_layers * kStoreBytes;
   s.entry_bytes_per_token = s.kv_bytes_per_token;
-  s.entry_t_form = "dense dk x dk per head (delta rule with per-channel gates)";
+  s.entry_t_form = kimi ? "dense dk x dk per head (delta rule with per-channel gates)"
+                        : "dense dk x dk per value head (delta rule)";
   return s;
 }
 
@@ -197,11 +122,10 @@ ConfigSummary bailing_moe_linear(const json& root) {
 ConfigSummary summarize_config(const json& root) {
   HYPIC_REQUIRE(root.is_object(), "config.json: expected a JSON object");
   const std::string type = arch::Fields(root, "").string("model_type", "");
-  if (type == "kimi_linear") return kimi_linear(root);
   if (type == "bailing_moe_linear") return bailing_moe_linear(root);
   if (arch_for_model_type(type) == nullptr)
     throw Error("config.json: unsupported model_type '" + type +
-                "' (supported: " + supported_architectures() + "; config only: kimi_linear)");
+                "' (supported: " + supported_architectures() + ")");
   return runnable(root);
 }
 

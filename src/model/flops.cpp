@@ -19,7 +19,8 @@ FlopCount prefill_flops(const ModelConfig& c, int64_t tokens, int64_t past, int6
       const double d = c.head_dim;
       const double C = std::min<double>(chunk, std::max<double>(T, 1.0));
       f.delta_rule += 2.0 * T * c.num_attention_heads * (2.0 * d * d + C * 2.0 * d);
-    } else if (c.layer_types[layer] == LayerKind::Linear) {
+    } else if (is_linear_kind(
+                   c.layer_types[layer])) {  // KDA counted as Gated DeltaNet (approximate)
       const double in_rows =
           c.linear_conv_dim() + c.linear_value_dim() + 2.0 * c.linear_num_value_heads;
       f.projections += 2.0 * T * h * (in_rows + c.linear_value_dim());

@@ -145,16 +145,29 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
       if (id >= 0) (*splice)(id, l, c);
     };
     const AfterSpan* hook = splice != nullptr ? &after : nullptr;
-    if (lw.kind == LayerKind::Linear)
-      gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
-    else if (lw.kind == LayerKind::Lightning)
-      lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
-    else if (lw.kind == LayerKind::RingLinear)
-      ring_linear_layer(be, cfg_, l, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
-    else if (!lw.ring.qkv.empty())
-      ring_attention_layer(be, cfg_, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
-    else
-      attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
+    switch (lw.kind) {
+      case LayerKind::Linear:
+        gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::FullAttention:
+        if (!lw.ring.qkv.empty())  // Ring-linear's softmax layers
+          ring_attention_layer(be, cfg_, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        else
+          attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::Lightning:
+        lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::RingLinear:
+        ring_linear_layer(be, cfg_, l, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::Kda:
+        kda_layer(be, cfg_, lw.kda, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+      case LayerKind::Mla:
+        mla_layer(be, cfg_, lw.mla, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        break;
+    }
 
     t0 = std::chrono::steady_clock::now();
     if (from_norm) residual_after(be, h, n, beta);

@@ -36,8 +36,10 @@ bool ends_with(const std::string& s, const std::string& p) {
 //    back into the residual stream are further scaled by 1/sqrt(2·layers);
 //  - embeddings N(0, 1) (tied: N(0, hidden^-1/2)), lm_head N(0, 1/hidden);
 //  - zero-centred RMSNorm weights (applied as 1 + w) small around 0; plain weights (the
-//    gated norm's, MiniMax's) around 1;
-//  - conv1d N(0, 1/K); dt_bias 1 (as transformers initialises it);
+//    gated norm's, and every norm of a model without zero-centred norms: MiniMax's, Ring's,
+//    Kimi's) around 1;
+//  - conv1d N(0, 1/K); dt_bias 1 (as transformers initialises it; KDA's: inverse softplus
+//    of a log-uniform step in [1e-3, 1e-1], as FLA's);
 //    A_log = log(U(1, 16)).
 Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
   NormalRng rng(splitmix64(seed ^ splitmix64(fnv1a(t.name))));
@@ -63,6 +65,14 @@ Tensor init_tensor(const ModelConfig& c, const HfTensor& t, uint64_t seed) {
     fill_normal(c.zero_centred_norm ? 0.0 : 1.0, 0.05);  // plain weights (MiniMax) around 1
   } else if (ends_with(n, "conv1d.weight")) {
     fill_normal(0.0, 1.0 / std::sqrt(static_cast<double>(c.linear_conv_kernel_dim)));
+  } else if (ends_with(n, "self_attn.dt_bias")) {
+    // KDA (kimi_linear), as transformers / FLA initialise it: the inverse softplus of a step
+    // dt log-uniform in [1e-3, 1e-1], so the per-channel decays span slow to fast.
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double dt =
+          std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
+      out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+    }
   } else if (ends_with(n, "dt_bias")) {
     for (int64_t i = 0; i < out.numel(); ++i) out[i] = 1.0f;
   } else if (ends_with(n, "A_log")) {

@@ -2,11 +2,21 @@
 #include "model/weights.hpp"
 
 #include <string>
+#include <vector>
 
 #include "hypic/error.hpp"
 
 namespace hypic::model {
 namespace {
+
+std::vector<const Tensor*> kda_tensors(const KdaWeights& k) {
+  return {&k.qkv,    &k.conv1d, &k.f_a, &k.f_b,    &k.A_log, &k.dt_bias,
+          &k.b_proj, &k.g_a,    &k.g_b, &k.o_norm, &k.o_proj};
+}
+std::vector<const Tensor*> mla_tensors(const MlaWeights& m) {
+  return {&m.q_proj,    &m.q_a_proj,  &m.q_a_norm,  &m.q_b_proj,
+          &m.kv_a_proj, &m.kv_a_norm, &m.kv_b_proj, &m.o_proj};
+}
 
 size_t mlp_count(const MlpWeights& m) {
   return static_cast<size_t>(m.gate_up.numel() + m.down.numel());
@@ -30,6 +40,8 @@ size_t ModelWeights::parameter_count() const {
     const RingAttentionWeights& r = L.ring;
     n += static_cast<size_t>(r.qkv.numel() + r.dense.numel() + r.q_norm.numel() + r.k_norm.numel() +
                              r.g_proj.numel() + r.g_norm.numel());
+    for (const Tensor* t : kda_tensors(L.kda)) n += static_cast<size_t>(t->numel());
+    for (const Tensor* t : mla_tensors(L.mla)) n += static_cast<size_t>(t->numel());
     n += mlp_count(L.mlp);
     n += static_cast<size_t>(L.moe.router.numel() + L.moe.router_bias.numel() +
                              L.moe.shared_expert_gate.numel());
@@ -79,6 +91,8 @@ ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
                       &L.lightning.out_proj, &L.ring.qkv, &L.ring.dense, &L.ring.q_norm,
                       &L.ring.k_norm, &L.ring.g_proj, &L.ring.g_norm})
       upload(*t, be);
+    for (const Tensor* t : kda_tensors(L.kda)) upload(const_cast<Tensor&>(*t), be);
+    for (const Tensor* t : mla_tensors(L.mla)) upload(const_cast<Tensor&>(*t), be);
     upload(L.mlp, be);
     for (MlpWeights& e : L.moe.experts) upload(e, be);
     upload(L.moe.shared_expert, be);

@@ -8,6 +8,8 @@
 #include "hypic/kernels/backend.hpp"
 #include "hypic/tensor.hpp"
 #include "model/config.hpp"
+#include "model/layers_kda.hpp"
+#include "model/layers_mla.hpp"
 #include "model/layers_ring.hpp"
 
 namespace hypic::model {
@@ -70,6 +72,8 @@ struct LayerWeights {
   LightningWeights lightning;  // when kind == Lightning
   // bailing_moe_linear: kind RingLinear, or FullAttention when ring.qkv is not empty.
   RingAttentionWeights ring;
+  KdaWeights kda;  // when kind == Kda
+  MlaWeights mla;  // when kind == Mla
   bool is_moe = false;
   MlpWeights mlp;  // when !is_moe
   MoeWeights moe;  // when is_moe

@@ -149,6 +149,20 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
                         " tokens, expected the segment start plus its junction window (" +
                         std::to_string(segment_start + entry.junction) + ")");
       const int64_t row_floats = cache.k.dim(1) * cache.k.dim(2);
+      if (cache.kind == model::LayerKind::Mla) {  // latent rows, no RoPE: nothing to rotate
+        if (resident) {
+          cache.append_kv(model::f32(a.k), nullptr, rows, &be);
+          return;
+        }
+        if (host) {
+          cache.append_kv(a.k.data(), nullptr, rows);
+          return;
+        }
+        const Tensor k = a.k.to(be.device(), &be);
+        cache.append_kv(model::f32(k), nullptr, rows, &be);
+        be.synchronize();  // the uploaded rows are freed on return
+        return;
+      }
       if (resident) {
         cache.append_kv(model::f32(a.k), model::f32(a.v), rows, &be);
         be.rope_shift(key_rope(config, rows), model::f32(cache.k) + first * row_floats,

@@ -31,6 +31,16 @@ void for_each_tensor(const model::ModelWeights& w,
       for (const Tensor* t : {&l.lightning.qkv_proj, &l.lightning.output_gate, &l.lightning.norm,
                               &l.lightning.out_proj})
         visit(*t);
+    } else if (l.kind == model::LayerKind::Kda) {
+      const model::KdaWeights& k = l.kda;
+      for (const Tensor* t : {&k.qkv, &k.conv1d, &k.f_a, &k.f_b, &k.A_log, &k.dt_bias, &k.b_proj,
+                              &k.g_a, &k.g_b, &k.o_norm, &k.o_proj})
+        visit(*t);
+    } else if (l.kind == model::LayerKind::Mla) {
+      const model::MlaWeights& m = l.mla;
+      for (const Tensor* t : {&m.q_proj, &m.q_a_proj, &m.q_a_norm, &m.q_b_proj, &m.kv_a_proj,
+                              &m.kv_a_norm, &m.kv_b_proj, &m.o_proj})
+        visit(*t);
     } else {
       for (const Tensor* t : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
                               &l.attn.q_norm, &l.attn.k_norm})

@@ -91,7 +91,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   entry.junction = w;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
-    if (lc.kind != model::LayerKind::FullAttention) {
+    if (model::is_linear_kind(lc.kind)) {
       // Lightning layers (MiniMax's, Ring's: one constant decay per head) keep T as one scalar
       // per head; Ring's have no conv (an empty tensor moves).
       const bool scalar =
@@ -126,7 +126,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       AttentionLayerEntry ae;
       ae.layer = static_cast<int>(l);
       ae.k = tail_rows(lc.k, w);
-      ae.v = tail_rows(lc.v, w);
+      if (lc.kind != model::LayerKind::Mla) ae.v = tail_rows(lc.v, w);  // MLA: k only
       entry.attention.push_back(std::move(ae));
     }
   }
@@ -147,7 +147,7 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), a.k);
-    out.arrays.emplace(attn_name(a.layer, "V"), a.v);
+    if (a.v.rank() > 0) out.arrays.emplace(attn_name(a.layer, "V"), a.v);
   }
   stats::count_entry_copy(entry.bytes());
   return out;
@@ -168,7 +168,8 @@ store::EntryView store_view(const SegmentEntry& entry) {
   }
   for (const AttentionLayerEntry& a : entry.attention) {
     out.arrays.emplace(attn_name(a.layer, "K"), store::ArrayView{a.k.shape(), a.k.data()});
-    out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
+    if (a.v.rank() > 0)
+      out.arrays.emplace(attn_name(a.layer, "V"), store::ArrayView{a.v.shape(), a.v.data()});
   }
   return out;
 }
@@ -184,7 +185,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   entry.junction = w;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
-    if (kind != model::LayerKind::FullAttention) {
+    if (model::is_linear_kind(kind)) {
       // T: one scalar per head in lightning layers (MiniMax's, Ring's)
       const bool scalar =
           kind == model::LayerKind::Lightning || kind == model::LayerKind::RingLinear;
@@ -207,7 +208,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       ae.layer = l;
       const std::vector<int64_t> kv = {n - w, cfg.num_key_value_heads, cfg.head_dim};
       ae.k = take(stored, attn_name(l, "K"), kv);
-      ae.v = take(stored, attn_name(l, "V"), kv);
+      if (kind != model::LayerKind::Mla) ae.v = take(stored, attn_name(l, "V"), kv);
       entry.attention.push_back(std::move(ae));
     }
   }
@@ -228,7 +229,7 @@ void round_to_dtype(SegmentEntry& entry, DType dtype) {
   }
   for (AttentionLayerEntry& a : entry.attention) {
     round(a.k.data(), static_cast<size_t>(a.k.numel()));
-    round(a.v.data(), static_cast<size_t>(a.v.numel()));
+    if (a.v.rank() > 0) round(a.v.data(), static_cast<size_t>(a.v.numel()));
   }
 }
 

@@ -32,7 +32,7 @@ struct LinearLayerEntry {
 struct AttentionLayerEntry {
   int layer = 0;
   Tensor k;  // [n − w, Hkv, hd] after k_norm and RoPE at local positions w … n−1
-  Tensor v;  // [n − w, Hkv, hd]
+  Tensor v;  // [n − w, Hkv, hd]; empty for MLA (k holds the latent rows, no RoPE)
 };
 
 // An entry lives in host memory (as computed, stored and sent between ranks) or is resident

@@ -34,9 +34,9 @@ TEST(ArchRegistry, ListsTheSupportedArchitectures) {
   std::vector<std::string> names;
   for (const ArchSpec* a : architectures()) names.push_back(a->name());
   EXPECT_EQ(names, (std::vector<std::string>{"qwen3_next", "qwen3_5", "qwen3_5_moe", "minimax",
-                                             "bailing_moe_linear"}));
+                                             "bailing_moe_linear", "kimi_linear"}));
   EXPECT_EQ(supported_architectures(),
-            "qwen3_next, qwen3_5, qwen3_5_moe, minimax, bailing_moe_linear");
+            "qwen3_next, qwen3_5, qwen3_5_moe, minimax, bailing_moe_linear, kimi_linear");
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size())
       << "two architectures share a name";
 }
@@ -62,11 +62,11 @@ TEST(ArchRegistry, UnknownNamesListTheSupportedOnes) {
   const std::string cfg = error_of([] { ModelConfig::from_json({{"model_type", "foo"}}); });
   EXPECT_EQ(cfg,
             "config.json: unsupported model_type 'foo' (supported: qwen3_next, qwen3_5, "
-            "qwen3_5_moe, minimax, bailing_moe_linear)");
+            "qwen3_5_moe, minimax, bailing_moe_linear, kimi_linear)");
   const std::string arch = error_of([] { parse_arch("foo"); });
   EXPECT_EQ(arch,
             "unknown architecture 'foo' (supported: qwen3_next, qwen3_5, qwen3_5_moe, minimax, "
-            "bailing_moe_linear)");
+            "bailing_moe_linear, kimi_linear)");
   for (const ArchSpec* a : architectures()) {
     const std::string preset = error_of([&] { preset_config(*a, "huge"); });
     EXPECT_NE(preset.find("unknown preset 'huge'"), std::string::npos) << preset;
@@ -104,7 +104,8 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
 
       const int64_t rows = c.linear_conv_dim() + c.linear_value_dim() +
                            2 * static_cast<int64_t>(c.linear_num_value_heads);
-      // Only Gated DeltaNet layers have an in_proj (lightning layers, MiniMax's and Ring's, do not).
+      // Only Gated DeltaNet layers have an in_proj (lightning layers, MiniMax's and Ring's, do
+      // not).
       const bool gdn =
           std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Linear) > 0;
       std::vector<int> hits(gdn ? static_cast<size_t>(rows) : 0, 0);
@@ -114,9 +115,13 @@ TEST(ArchRegistry, EveryPresetRoundTripsThroughConfigJson) {
           ASSERT_LT(r, rows) << part.name;
           ++hits[static_cast<size_t>(r)];
         }
-      EXPECT_TRUE(
-          std::all_of(hits.begin(), hits.end(), [gdn](int h) { return h == (gdn ? 1 : 0); }))
-          << a->name() << ": in_proj parts must cover every canonical row once";
+      // (Only Gated DeltaNet layers have an in_proj; lightning and KDA layers read their own
+      // tensors.)
+      if (gdn)
+        EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }))
+            << a->name() << ": in_proj parts must cover every canonical row once";
+      else
+        EXPECT_TRUE(a->linear_in_proj(c).empty()) << a->name();
 
       const std::string prefix = a->weight_prefixes().front();
       for (const HfTensor& t : hf_tensor_layout(c)) {

@@ -61,7 +61,7 @@ TEST(ConfigInfo, Qwen35MoeMatchesThePublishedCount) {
 // parameters (its 20 safetensors files, see the README); the name says 48B.
 TEST(ConfigInfo, KimiLinearMatchesThePublishedCheckpoint) {
   const ConfigSummary s = summary("kimi-linear-48b-a3b-instruct.json");
-  EXPECT_FALSE(s.runnable);  // a config-only count
+  EXPECT_TRUE(s.runnable);  // counted from the loader's own tensor layout
   EXPECT_EQ(s.linear_kind, "KDA");
   EXPECT_EQ(s.full_kind, "MLA");
   EXPECT_EQ(s.layers, 27);
@@ -72,6 +72,9 @@ TEST(ConfigInfo, KimiLinearMatchesThePublishedCheckpoint) {
   EXPECT_LT(s.active_parameters, 3.5e9);
   // MLA caches the 512-wide latent and the 64-wide RoPE key: 7 layers x 576 x bf16
   EXPECT_EQ(s.kv_bytes_per_token, 7u * 576 * 2);
+  EXPECT_EQ(s.entry_bytes_per_token, s.kv_bytes_per_token);
+  // 20 KDA layers x (T 32x128x128 + S 32x128x128 + conv 3 x 3 x 4096) x bf16
+  EXPECT_EQ(s.entry_fixed_bytes, 20u * (2 * 32 * 128 * 128 + 3 * 3 * 4096) * 2);
 }
 
 // Ring-mini-linear-2.0: "16B parameters and 957M activations" (the Ring-linear technical
@@ -146,7 +149,8 @@ TEST(ConfigInfo, MiniMaxText01MatchesThePublishedCounts) {
 TEST(ConfigInfo, UnknownModelTypeIsOneClearLine) {
   const std::string e = test_util::error_of([] { summarize_config({{"model_type", "llama"}}); });
   EXPECT_NE(e.find("unsupported model_type 'llama'"), std::string::npos) << e;
-  EXPECT_NE(e.find("config only: kimi_linear)"), std::string::npos) << e;
+  EXPECT_NE(e.find("kimi_linear"), std::string::npos) << e;  // runnable: in the supported list
+  EXPECT_EQ(e.find("config only"), std::string::npos) << e;  // every architecture runs
 }
 
 TEST(ConfigInfo, ModelInfoConfigCommand) {
@@ -162,7 +166,8 @@ TEST(ConfigInfo, ModelInfoConfigCommand) {
   r = cli_test::run_hypic(dir,
                           "model info --config " + kConfigs + "/kimi-linear-48b-a3b-instruct.json");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("config-only count"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("config-only count"), std::string::npos) << r.out;  // runnable now
+  EXPECT_NE(r.out.find("27 (20 KDA, 7 MLA)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("49122681728"), std::string::npos) << r.out;
   cli_test::expect_one_line_error(
       cli_test::run_hypic(dir, "model info --config " + (dir / "missing.json").string()),

@@ -122,7 +122,8 @@ TEST(GoldenData, AllModelsPresent) {
   for (const char* n :
        {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded", "qwen3_5_moe",
         "qwen3_5_moe_bf16", "qwen3_5_moe_sharded", "minimax", "minimax_bf16", "minimax_sharded",
-        "bailing_moe_linear", "bailing_moe_linear_bf16", "bailing_moe_linear_sharded"})
+        "bailing_moe_linear", "bailing_moe_linear_bf16", "bailing_moe_linear_sharded",
+        "kimi_linear", "kimi_linear_bf16", "kimi_linear_sharded"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 

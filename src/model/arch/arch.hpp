@@ -55,6 +55,14 @@ class ArchSpec {
   virtual std::vector<std::string> weight_prefixes() const = 0;
   // The checkpoint tensors that make up a linear-attention layer's in_proj, with their rows.
   virtual std::vector<InProjPart> linear_in_proj(const ModelConfig& c) const = 0;
+  // The checkpoint's name of a tensor hypic names in the Qwen layout (`<prefix>layers.<l>.mlp.
+  // experts.<e>.gate_proj.weight`, `...mlp.shared_expert.up_proj.weight`, ...): where an
+  // architecture names its MLP / MoE tensors differently (kimi_linear: block_sparse_moe., w1 /
+  // w2 / w3, shared_experts.). Loading and saving both go through it.
+  virtual std::string tensor_name(const std::string& name) const { return name; }
+  // Other names a checkpoint may hold the tensor `name` (as tensor_name gives it) under;
+  // loading takes the first present when `name` is not (saving writes `name`).
+  virtual std::vector<std::string> tensor_aliases(const std::string&) const { return {}; }
   // Tensor-name prefixes that loading skips without complaint (parts hypic does not run,
   // such as multi-token prediction heads or a vision tower).
   virtual std::vector<std::string> ignored_prefixes() const = 0;

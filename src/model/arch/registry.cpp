@@ -11,6 +11,7 @@ const ArchSpec& qwen3_5();
 const ArchSpec& qwen3_5_moe();
 const ArchSpec& minimax();
 const ArchSpec& bailing_moe_linear();
+const ArchSpec& kimi_linear();
 }  // namespace arch
 
 const std::vector<const ArchSpec*>& architectures() {
@@ -20,6 +21,7 @@ const std::vector<const ArchSpec*>& architectures() {
       &arch::qwen3_5_moe(),
       &arch::minimax(),
       &arch::bailing_moe_linear(),
+      &arch::kimi_linear(),
   };
   return all;
 }

@@ -1,0 +1,125 @@
+// KDA layer of kimi_linear (see layers_kda.hpp). Every op runs on the backend it is given.
+#include "model/layers_kda.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "model/layers.hpp"
+
+namespace hypic::model {
+namespace {
+constexpr int kChunk = 64;  // tokens per chunk of the delta rule (as the Gated DeltaNet layer)
+
+// Seconds since the last lap into a ForwardTimes field (waits for queued device work first).
+class Lap {
+ public:
+  explicit Lap(const kernels::Backend& be) : be_(be), start_(std::chrono::steady_clock::now()) {}
+  void to(double& field) {
+    be_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    field += std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+  }
+
+ private:
+  const kernels::Backend& be_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
+void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeights& w,
+               const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+               Workspace& ws, const AfterSpan* after) {
+  const int hidden = cfg.hidden_size;
+  const int H = cfg.linear_num_value_heads, d = cfg.linear_key_head_dim;
+  const int P = H * d, conv_dim = 3 * P, K = cfg.linear_conv_kernel_dim;
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const int T = spans[n_spans - 1].end;
+  const size_t rows = static_cast<size_t>(T);
+  Lap lap(be);
+
+  // Projections: the conv channels q|k|v, the two low-rank gates, β's logits.
+  float* mixed = ws.floats(Workspace::kA, rows * conv_dim);
+  float* low = ws.floats(Workspace::kB, rows * 2 * d);   // f_a(x) | g_a(x) (two products)
+  float* f = ws.floats(Workspace::kC, rows * P);         // f_b(f_a(x)), then the gate g
+  float* gate = ws.floats(Workspace::kD, rows * P);      // g_b(g_a(x))
+  float* blog = ws.floats(Workspace::kE, rows * 2 * H);  // b logits | β
+  be.linear(x, f32(w.qkv), mixed, T, conv_dim, hidden, false);
+  be.linear(x, f32(w.f_a), low, T, d, hidden, false);
+  be.linear(x, f32(w.g_a), low + rows * d, T, d, hidden, false);
+  be.linear(low, f32(w.f_b), f, T, P, d, false);
+  be.linear(low + rows * d, f32(w.g_b), gate, T, P, d, false);
+  be.linear(x, f32(w.b_proj), blog, T, H, hidden, false);
+  lap.to(ws.times.gdn_proj);
+  // g per channel: the Gated DeltaNet gate op with one "head" per channel (A_log is stored
+  // repeated per channel); its β output is scratch here. β per head from the b logits.
+  float* g = ws.floats(Workspace::kF, rows * P);
+  float* scratch = ws.floats(Workspace::kG, rows * P);
+  be.gdn_gates(f, f, P, f32(w.A_log), f32(w.dt_bias), scratch, g, T, P);
+  float* beta = blog + rows * H;
+  be.gdn_gates(blog, blog, H, f32(w.A_log), f32(w.dt_bias), beta, scratch, T, H);
+  lap.to(ws.times.gdn_prep);
+
+  float* conv_out = ws.floats(Workspace::kH, rows * conv_dim);
+  float* q = f;  // f is consumed by the gate op: q, k, v take its place and the scratch's
+  float* k = scratch;
+  float* v = ws.floats(Workspace::kI, rows * P);
+  float* core = ws.floats(Workspace::kB, rows * P);  // the low-rank inputs are consumed
+  const size_t tsize = static_cast<size_t>(H) * d * d;
+  float* block_t = cache.capture_transition ? ws.floats(Workspace::kJ, 2 * tsize) : nullptr;
+  const kernels::FamilySpec spec = kernels::member_spec(kernels::Member::KDA);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      be.causal_conv1d_silu(mixed + r0 * conv_dim, f32(w.conv1d), f32(cache.conv),
+                            conv_out + r0 * conv_dim, n, conv_dim, K);
+      lap.to(ws.times.gdn_conv);
+      float* qs = q + r0 * P;
+      float* ks = k + r0 * P;
+      float* vs = v + r0 * P;
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 0, qs, n, P);
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, P, ks, n, P);
+      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 2 * P, vs, n, P);
+      be.l2_normalize_rows(qs, n * H, d, 1e-6f, 1.0f / std::sqrt(static_cast<float>(d)));
+      be.l2_normalize_rows(ks, n * H, d, 1e-6f, 1.0f);
+      lap.to(ws.times.gdn_prep);
+
+      const kernels::FamilyDims dims{n, H, H, d, d};
+      const kernels::FamilyInputs in{qs, ks, vs, g + r0 * P, beta + r0 * H};
+      float* core_s = core + r0 * P;
+      if (cache.capture_transition) {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
+        if (cache.transition.empty()) {
+          cache.transition = be.device() == Device::Host
+                                 ? Tensor({H, d, d})
+                                 : Tensor({H, d, d}, DType::F32, be.device(), &be);
+          be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
+        } else {  // transition ← T_block · transition, head by head
+          float* before = block_t + tsize;
+          be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
+          const int64_t dd = static_cast<int64_t>(d) * d;
+          be.gemm_strided_batched(false, false, d, d, d, 1.0f, block_t, d, dd, before, d, dd, 0.0f,
+                                  f32(cache.transition), d, dd, H);
+        }
+      } else if (n == 1) {  // one decode step: the recurrence is the cheaper form
+        be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
+      } else {
+        be.family_chunked(spec, dims, in, f32(cache.state), core_s, nullptr, kChunk);
+      }
+      lap.to(ws.times.gdn_rule);
+    }
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+
+  // o_norm: plain RMSNorm per head, then the sigmoid output gate, then o_proj.
+  float* normed = mixed;  // the projections are consumed
+  be.rms_norm(core, f32(w.o_norm), normed, T * H, d, eps);
+  be.sigmoid_gate(normed, gate, T * H, d, d);
+  be.linear(normed, f32(w.o_proj), out, T, hidden, P, /*accumulate=*/true);
+  lap.to(ws.times.gdn_out);
+}
+
+}  // namespace hypic::model

@@ -1,0 +1,127 @@
+// MLA layer of kimi_linear (see layers_mla.hpp). Every op runs on the backend it is given.
+#include "model/layers_mla.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model/layers.hpp"
+
+namespace hypic::model {
+namespace {
+
+class Lap {
+ public:
+  explicit Lap(const kernels::Backend& be) : be_(be), start_(std::chrono::steady_clock::now()) {}
+  void to(double& field) {
+    be_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    field += std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+  }
+
+ private:
+  const kernels::Backend& be_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// dst[i, 0:cols] = src[i, 0:cols] for i < rows, each with its own leading dimension. The
+// backend's copies write contiguous rows only, so this is `rows` products 1x1 · 1xcols with
+// the factor `one` (= 1.0f in the backend's memory): exact, and on every backend.
+void place_rows(const kernels::Backend& be, const float* one, const float* src, int src_ld,
+                float* dst, int dst_ld, int rows, int cols) {
+  be.gemm_strided_batched(false, false, 1, cols, 1, 1.0f, one, 1, 0, src, cols, src_ld, 0.0f, dst,
+                          cols, dst_ld, rows);
+}
+
+}  // namespace
+
+void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeights& w,
+               const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
+               Workspace& ws, const AfterSpan* after) {
+  const int hidden = cfg.hidden_size, H = cfg.num_attention_heads;
+  const int r = cfg.kv_lora_rank, rope = cfg.qk_rope_head_dim, nope = cfg.qk_nope_head_dim;
+  const int vd = cfg.v_head_dim, R = r + rope, dq = nope + rope, ukv = nope + vd;
+  const float eps = static_cast<float>(kMlaLatentNormEps);
+  const int T = spans[n_spans - 1].end;
+  const size_t rows = static_cast<size_t>(T);
+  Lap lap(be);
+
+  float* one = ws.floats(Workspace::kJ, 1);
+  const float unit = 1.0f;
+  if (be.device() == Device::Host)
+    *one = unit;
+  else
+    be.copy_from_host(one, &unit, sizeof(float));
+
+  // Queries: [q_nope | q_rope] per head, then absorbed into the latent space.
+  float* q = ws.floats(Workspace::kA, rows * H * dq);
+  if (cfg.q_lora_rank > 0) {
+    float* qa = ws.floats(Workspace::kH, rows * cfg.q_lora_rank);
+    be.linear(x, f32(w.q_a_proj), qa, T, cfg.q_lora_rank, hidden, false);
+    be.rms_norm(qa, f32(w.q_a_norm), qa, T, cfg.q_lora_rank, eps);
+    be.linear(qa, f32(w.q_b_proj), q, T, H * dq, cfg.q_lora_rank, false);
+  } else {
+    be.linear(x, f32(w.q_proj), q, T, H * dq, hidden, false);
+  }
+  float* ql = ws.floats(Workspace::kB, rows * H * R);  // [T, H, r + rope]
+  const float* wkv = f32(w.kv_b_proj);
+  const int64_t head_block = static_cast<int64_t>(ukv) * r;  // kv_b_proj floats per head
+  // ql_h[:, :r] = q_nope_h · W_uk_h (W_uk_h: the head's first nope rows of kv_b_proj, [nope, r])
+  be.gemm_strided_batched(false, false, T, r, nope, 1.0f, q, H * dq, dq, wkv, r, head_block, 0.0f,
+                          ql, H * R, R, H);
+  place_rows(be, one, q + nope, dq, ql + r, R, T * H, rope);
+
+  // Latent rows [rmsnorm(c) | k_rope].
+  float* kv = ws.floats(Workspace::kC, rows * R);
+  float* c = ws.floats(Workspace::kD, rows * r);
+  be.linear(x, f32(w.kv_a_proj), kv, T, R, hidden, false);
+  be.copy_strided(kv, R, 0, c, T, r);
+  be.rms_norm(c, f32(w.kv_a_norm), c, T, r, eps);
+  place_rows(be, one, c, r, kv, R, T, r);
+  lap.to(ws.times.attn_proj);
+
+  std::vector<int> positions(n_spans > 1 ? rows : 0);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
+                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
+                        " tokens but the block starts at position " + std::to_string(s.pos0));
+      cache.append_kv(kv + r0 * R, nullptr, n, &be);
+      if (!positions.empty())
+        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
+    }
+    lap.to(ws.times.attn_proj);
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+  // Multi-query attention over the latent rows; the rows are keys and (first r columns) values.
+  kernels::AttentionDims dims{T, static_cast<int>(cache.kv_tokens()),     H, 1,
+                              R, 1.0f / std::sqrt(static_cast<float>(dq))};
+  if (!positions.empty()) {
+    if (be.device() == Device::Host) {
+      dims.positions = positions.data();
+    } else {
+      int* dev = ws.ints(rows);
+      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
+      dims.positions = dev;
+    }
+  }
+  float* lat = ws.floats(Workspace::kE, rows * H * R);
+  float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
+  be.attention_causal(dims, ql, f32(cache.k), f32(cache.k), lat, work);
+  lap.to(ws.times.attn_core);
+
+  // o_h = lat_h[:, :r] · W_uv_hᵀ (W_uv_h: the head's last v rows of kv_b_proj, [v, r]).
+  float* o = ws.floats(Workspace::kG, rows * H * vd);
+  be.gemm_strided_batched(false, true, T, vd, r, 1.0f, lat, H * R, R, wkv + nope * r, r, head_block,
+                          0.0f, o, H * vd, vd, H);
+  be.linear(o, f32(w.o_proj), out, T, hidden, H * vd, /*accumulate=*/true);
+  lap.to(ws.times.attn_out);
+}
+
+}  // namespace hypic::model
