@@ -68,6 +68,9 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
   }
 
   auto loaded = model::load_checkpoint(model_dir);
+  r.weights_dtype = loaded.weights_dtype;
+  r.load_summary = model::load_summary(loaded);
+  r.peak_memory_bytes = double(loaded.peak_memory_bytes);
   r.config = loaded.config;
   const model::ModelConfig& cfg = r.config;
   model::Model net(std::move(loaded.config), model::to_backend(std::move(loaded.weights), be), be);

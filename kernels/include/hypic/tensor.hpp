@@ -107,7 +107,7 @@ class Tensor {
   // All elements as a range (replaces the former vec()): for loops, size(), begin()/end().
   Span<float> values() { return {data(), f32_.size()}; }
   Span<const float> values() const { return {data(), f32_.size()}; }
-  // A host f32 copy of the elements, from any device (f32 tensors only).
+  // A host f32 copy of the elements, from any device (f32 tensors; bf16 ones widened).
   std::vector<float> to_vector() const;
   // Moves the host f32 elements out without a copy; leaves the tensor empty.
   std::vector<float> take_vector();
