@@ -134,8 +134,8 @@ void Tensor::reshape_mismatch(const std::vector<int64_t>& shape) const {
               probe.shape_str() + ")");
 }
 
-std::vector<float> Tensor::to_vector() const {
-  if (dtype_ == DType::BF16) {  // widened exactly (bf16 weights kept as the checkpoint has them)
+std::vector<float> Tensor::to_f32_vector() const {
+  if (dtype_ == DType::BF16) {
     std::vector<uint16_t> bits(n_);
     if (n_ > 0) {
       if (device_ == Device::Host)
@@ -150,8 +150,12 @@ std::vector<float> Tensor::to_vector() const {
     }
     return out;
   }
+  return to_vector();
+}
+
+std::vector<float> Tensor::to_vector() const {
   if (dtype_ != DType::F32)
-    throw Error(std::string("Tensor::to_vector needs an f32 or bf16 tensor, this one is ") +
+    throw Error(std::string("Tensor::to_vector needs an f32 tensor, this one is ") +
                 dtype_name(dtype_));
   if (device_ == Device::Host) return f32_;
   std::vector<float> out(n_);

@@ -490,21 +490,22 @@ LoadedModel load_checkpoint(const std::string& dir, WeightsDType weights_dtype) 
   for (const Slot& s : slots) dtypes.insert(dtype_name(ckpt.info(s.hf.name).dtype));
   // The projections (what the products read) stay bf16 when asked, or by default when the
   // checkpoint stores them all in bf16; norms, gates, conv kernels and the router stay f32.
-  bool matrices_bf16 = weights_dtype == WeightsDType::BF16;
+  bool matrices_bf16 = weights_dtype != WeightsDType::F32;
+  out.weights = allocate(c, matrices_bf16 ? DType::BF16 : DType::F32);
   if (weights_dtype == WeightsDType::Auto) {
-    // Which slots feed a projection, by address in a skeleton (nothing allocated).
-    ModelWeights probe;
-    probe.layers.resize(static_cast<size_t>(c.num_hidden_layers));
-    for (LayerWeights& L : probe.layers) L.moe.experts.resize(static_cast<size_t>(c.num_experts));
-    std::set<const Tensor*> matrices;
-    for (Tensor* m : projection_matrices(probe, /*include_empty=*/true)) matrices.insert(m);
-    matrices_bf16 = true;
+    // A projection (a bf16 tensor here) fed by a non-bf16 tensor: widen them all instead.
     for (const Slot& s : slots) {
-      const bool projection = s.stacked > 0 || matrices.count(s.target(probe)) != 0;
-      if (projection && ckpt.info(s.hf.name).dtype != DType::BF16) matrices_bf16 = false;
+      const Tensor* dst =
+          s.stacked > 0 ? &out.weights.layers[static_cast<size_t>(s.layer)].moe.experts[0].gate_up
+                        : s.target(out.weights);
+      if (dst->dtype() == DType::BF16 && ckpt.info(s.hf.name).dtype != DType::BF16)
+        matrices_bf16 = false;
+    }
+    if (!matrices_bf16) {
+      out.weights = ModelWeights();  // freed before the f32 weights are allocated
+      out.weights = allocate(c, DType::F32);
     }
   }
-  out.weights = allocate(c, matrices_bf16 ? DType::BF16 : DType::F32);
   out.weights_dtype = matrices_bf16 ? "bf16" : "f32";
   // Converted one tensor at a time from the mapped file, whose pages are then let go.
   for (const Slot& s : slots) {

@@ -40,10 +40,10 @@ size_t ModelWeights::bytes() const {
   return n;
 }
 
-std::vector<Tensor*> projection_matrices(ModelWeights& w, bool include_empty) {
+std::vector<Tensor*> projection_matrices(ModelWeights& w) {
   std::vector<Tensor*> out;
-  auto add = [&out, include_empty](Tensor& t) {
-    if (include_empty || (t.rank() > 0 && !t.empty())) out.push_back(&t);
+  auto add = [&out](Tensor& t) {
+    if (t.rank() > 0 && !t.empty()) out.push_back(&t);
   };
   auto mlp = [&add](MlpWeights& m) {
     add(m.gate_up);

@@ -73,8 +73,8 @@ struct ModelWeights {
 };
 
 // The matrices the products read (projections, experts, embedding, lm_head): the tensors that
-// may be bf16. Empty ones (absent in this layer kind) are left out unless include_empty.
-std::vector<Tensor*> projection_matrices(ModelWeights& w, bool include_empty = false);
+// may be bf16. Empty ones (absent in this layer kind) are left out.
+std::vector<Tensor*> projection_matrices(ModelWeights& w);
 
 // The f32 elements of a weight or cache tensor in its own memory (host, or a backend's device
 // memory): what the layers hand to backend ops. Throws hypic::Error for another dtype.

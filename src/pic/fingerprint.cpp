@@ -58,7 +58,7 @@ std::string model_fingerprint(const model::ModelConfig& config,
     if (t.is_host_f32()) {
       weights_hash.update_value<uint32_t>(store::crc32c(t.data(), t.bytes()));
     } else {
-      const std::vector<float> v = t.to_vector();
+      const std::vector<float> v = t.to_f32_vector();
       weights_hash.update_value<uint32_t>(store::crc32c(v.data(), v.size() * sizeof(float)));
     }
   });

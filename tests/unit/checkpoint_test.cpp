@@ -85,9 +85,9 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b,
     const Tensor& y = *fb[i].second;
     ASSERT_EQ(x.shape(), y.shape()) << fa[i].first;
     if (!round) {
-      ASSERT_EQ(x.to_vector(), y.to_vector()) << fa[i].first;
-    } else {  // through to_vector: either side may hold its matrices in bf16
-      const std::vector<float> xv = x.to_vector(), yv = y.to_vector();
+      ASSERT_EQ(x.to_f32_vector(), y.to_f32_vector()) << fa[i].first;
+    } else {  // either side may hold its matrices in bf16
+      const std::vector<float> xv = x.to_f32_vector(), yv = y.to_f32_vector();
       for (size_t k = 0; k < xv.size(); ++k)
         ASSERT_EQ(round(xv[k]), yv[k]) << fa[i].first << "[" << k << "]";
     }
@@ -187,7 +187,7 @@ TEST(Checkpoint, WeightsDTypeKeepsOrWidensTheProjections) {
   ASSERT_EQ(pf.size(), pr.size());
   for (size_t i = 0; i < pf.size(); ++i) {
     ASSERT_EQ(pr[i]->dtype(), hypic::DType::BF16);
-    const std::vector<float> a = pf[i]->to_vector(), b = pr[i]->to_vector();
+    const std::vector<float> a = pf[i]->to_f32_vector(), b = pr[i]->to_f32_vector();
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k) ASSERT_EQ(bf16_to_f32(f32_to_bf16(a[k])), b[k]) << i;
   }
@@ -209,6 +209,26 @@ TEST(Checkpoint, WeightsDTypeKeepsOrWidensTheProjections) {
   TempDir tmp("hypic-ckpt-wd");
   save_checkpoint(tmp.file("again"), kept.config, kept.weights, hypic::DType::BF16);
   expect_same_weights(kept.weights, load_checkpoint(tmp.file("again")).weights);
+  // Mixed: the first shard (embedding included) rewritten in f32, so auto widens every
+  // projection; the values are the same.
+  const std::string mixed = tmp.file("mixed");
+  save_checkpoint(mixed, kept.config, kept.weights, hypic::DType::BF16, 20000);
+  std::string first;
+  for (const auto& e : fs::directory_iterator(mixed))
+    if (e.path().filename().string().rfind("model-00001-of-", 0) == 0) first = e.path().string();
+  ASSERT_FALSE(first.empty());
+  std::map<std::string, Tensor> tensors;
+  {
+    SafetensorsFile f(first);
+    for (const auto& kv : f.tensors()) tensors[kv.first] = f.read(kv.first);
+  }
+  std::vector<NamedTensor> named;
+  for (const auto& kv : tensors) named.push_back({kv.first, &kv.second});
+  write_safetensors(first, named, hypic::DType::F32);
+  const LoadedModel m = load_checkpoint(mixed);
+  EXPECT_EQ(m.weights_dtype, "f32");
+  EXPECT_EQ(m.dtype, "mixed(bf16,f32)");
+  expect_same_weights(kept.weights, m.weights);
 }
 
 // The grouped Qwen3-Next projections, checked against the reshape transformers performs
