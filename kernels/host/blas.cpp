@@ -84,8 +84,9 @@ float widen_bf16(uint16_t h) {
 }
 
 // Products of at most this many rows run Dot3 under Auto: there the weights' bytes decide the
-// time and bf16 reads half of them. Measured with `hypic bench blas` (README, "bf16 weights").
-constexpr int kDotMaxRows = 16;
+// time and bf16 reads half of them. `hypic bench blas` here (2 threads, k = 2048): dot3 beat
+// convert 19 to 0.8-6 GFLOP/s at 1 row, tied at 8 rows, lost at 16 (6.3 vs 9.8).
+constexpr int kDotMaxRows = 4;
 
 Bf16Gemm forced_path() {
   static const Bf16Gemm forced = [] {

@@ -123,8 +123,9 @@ TEST(GoldenData, AllModelsPresent) {
 }
 
 // A bf16 checkpoint computed with its weights kept in bf16 (the default: the bf16 products,
-// Dot2 for few rows where the CPU has AVX-512 BF16, convert otherwise) against the same weights
-// widened to f32 (the sgemm path): prefill and decode logits within 1e-5 of the logit scale.
+// dot3 for decode-sized ones where the CPU has AVX-512 BF16, convert otherwise) against the
+// same weights widened to f32 (the sgemm path): prefill and decode logits within 1e-5 of the
+// logit scale.
 TEST(GoldenBf16Weights, KeptInBf16MatchesWidenedToF32) {
   for (const std::string name : {"qwen3_5_bf16", "qwen3_5_moe_bf16"}) {
     const std::string dir = (fs::path(kGolden) / name).string();
