@@ -15,10 +15,14 @@ const char* op_name(Op op) {
       return "gemm_strided_batched";
     case Op::Linear:
       return "linear";
+    case Op::LinearBf16:
+      return "linear_bf16";
     case Op::CopyStrided:
       return "copy_strided";
     case Op::GatherRows:
       return "gather_rows";
+    case Op::GatherRowsBf16:
+      return "gather_rows_bf16";
     case Op::FamilyChunked:
       return "family_chunked";
     case Op::FamilyChunkedLowRank:
@@ -89,6 +93,42 @@ void Backend::free_staging(void* ptr) const noexcept {
 uint64_t Backend::upload_async(void* dst, const void* staging, size_t bytes) const {
   copy_from_host(dst, staging, bytes);
   return 0;
+}
+
+namespace {
+// A weight handed to an op must be this backend's memory, in a dtype the op has a form for.
+void check_weight(const Backend& be, const Tensor& w, const char* what) {
+  HYPIC_REQUIRE(w.device() == be.device(), std::string(what) + ": the weight is in " +
+                                               device_name(w.device()) + " memory, the " +
+                                               be.name() + " backend computes in " +
+                                               device_name(be.device()) + " memory");
+  HYPIC_REQUIRE(w.dtype() == DType::F32 || w.dtype() == DType::BF16,
+                std::string(what) + ": weights in " + dtype_name(w.dtype()) +
+                    " have no product here (f32 or bf16)");
+}
+}  // namespace
+
+void Backend::linear(const float* x, const Tensor& w, float* y, int m, int n, int k,
+                     bool accumulate, int64_t row0) const {
+  check_weight(*this, w, "linear");
+  HYPIC_REQUIRE(w.rank() == 2 && w.dim(1) == k && row0 >= 0 && row0 + n <= w.dim(0),
+                "linear: rows " + std::to_string(row0) + ".." + std::to_string(row0 + n) + " of " +
+                    std::to_string(k) + " columns do not fit a weight of shape " + w.shape_str());
+  const size_t offset = static_cast<size_t>(row0) * static_cast<size_t>(k);
+  if (w.dtype() == DType::BF16)
+    linear_bf16(x, static_cast<const uint16_t*>(w.raw()) + offset, y, m, n, k, accumulate);
+  else
+    linear(x, static_cast<const float*>(w.raw()) + offset, y, m, n, k, accumulate);
+}
+
+void Backend::gather_rows(const Tensor& table, const int32_t* ids, int n, float* out) const {
+  check_weight(*this, table, "gather_rows");
+  HYPIC_REQUIRE(table.rank() == 2, "gather_rows: the table has shape " + table.shape_str());
+  const int cols = static_cast<int>(table.dim(1));
+  if (table.dtype() == DType::BF16)
+    gather_rows_bf16(static_cast<const uint16_t*>(table.raw()), cols, ids, n, out);
+  else
+    gather_rows(static_cast<const float*>(table.raw()), cols, ids, n, out);
 }
 
 const Backend& backend_for(Device device) {

@@ -134,6 +134,25 @@ void Tensor::reshape_mismatch(const std::vector<int64_t>& shape) const {
               probe.shape_str() + ")");
 }
 
+std::vector<float> Tensor::to_f32_vector() const {
+  if (dtype_ == DType::BF16) {
+    std::vector<uint16_t> bits(n_);
+    if (n_ > 0) {
+      if (device_ == Device::Host)
+        std::memcpy(bits.data(), raw_.data(), bytes());
+      else
+        alloc_->copy_to_host(bits.data(), dev_, bytes());
+    }
+    std::vector<float> out(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      const uint32_t b = static_cast<uint32_t>(bits[i]) << 16;
+      std::memcpy(&out[i], &b, sizeof(float));
+    }
+    return out;
+  }
+  return to_vector();
+}
+
 std::vector<float> Tensor::to_vector() const {
   if (dtype_ != DType::F32)
     throw Error(std::string("Tensor::to_vector needs an f32 tensor, this one is ") +

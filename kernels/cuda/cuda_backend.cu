@@ -85,6 +85,10 @@ class CudaBackend final : public Backend {
               bool accumulate) const override {
     cuda::gemm(false, true, m, n, k, 1.0f, x, k, w, k, accumulate ? 1.0f : 0.0f, y, n);
   }
+  void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                   bool accumulate) const override {
+    cuda::linear_bf16(x, w, y, m, n, k, accumulate);
+  }
   void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows,
                     int cols) const override {
     cuda::copy_strided(src, src_ld, offset, dst, rows, cols);
@@ -92,6 +96,10 @@ class CudaBackend final : public Backend {
   void gather_rows(const float* table, int cols, const int32_t* ids, int n,
                    float* out) const override {
     cuda::gather_rows(table, cols, ids, n, out);
+  }
+  void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n,
+                        float* out) const override {
+    cuda::gather_rows_bf16(table, cols, ids, n, out);
   }
 
   void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,

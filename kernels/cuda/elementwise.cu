@@ -13,6 +13,14 @@ __global__ void gather_rows_kernel(const float* table, int cols, const int32_t* 
   out[i] = table[int64_t(ids[r]) * cols + c];
 }
 
+__global__ void gather_rows_bf16_kernel(const uint16_t* table, int cols, const int32_t* ids, int n,
+                                        float* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(n) * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  out[i] = __uint_as_float(static_cast<unsigned>(table[int64_t(ids[r]) * cols + c]) << 16);
+}
+
 __global__ void swiglu_kernel(const float* gate_up, float* out, int rows, int width) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(rows) * width) return;
@@ -71,6 +79,13 @@ void gather_rows(const float* table, int cols, const int32_t* ids, int n, float*
   if (total == 0) return;
   gather_rows_kernel<<<blocks_for(total), kThreads>>>(table, cols, ids, n, out);
   check_launch("gather_rows");
+}
+
+void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n, float* out) {
+  const int64_t total = int64_t(n) * cols;
+  if (total == 0) return;
+  gather_rows_bf16_kernel<<<blocks_for(total), kThreads>>>(table, cols, ids, n, out);
+  check_launch("gather_rows_bf16");
 }
 
 void swiglu(const float* gate_up, float* out, int rows, int width) {

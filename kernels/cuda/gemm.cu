@@ -4,6 +4,7 @@
 #include "check.cuh"
 #include "hypic/kernels/device.hpp"
 #include "ops.cuh"
+#include "util.cuh"
 
 namespace hypic::kernels::cuda {
 namespace {
@@ -17,6 +18,19 @@ cublasHandle_t handle() {
 }
 cublasOperation_t op(bool trans) {
   return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+// x = t0 + t1 + t2 exactly, each term bf16 (t1, t2 the rounded remainders), as the host's
+// Dot3 path: the products with bf16 weights are then exact and only the sums are f32.
+__global__ void split_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* terms) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float rest = x[i];
+  for (int t = 0; t < 3; ++t) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(rest);
+    terms[t * n + i] = h;
+    rest -= __bfloat162float(h);
+  }
 }
 }  // namespace
 
@@ -46,6 +60,25 @@ void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
                      CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (bf16)");
+}
+
+// bf16 weights, f32 activations: the activations split exactly into three bf16 terms, then
+// three bf16 products into the f32 output (cuBLAS takes A and B in one type).
+void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                 bool accumulate) {
+  if (m == 0 || n == 0) return;
+  const int64_t elems = int64_t(m) * k;
+  Scratch scratch(static_cast<size_t>(3 * elems) * sizeof(__nv_bfloat16));
+  __nv_bfloat16* terms = scratch.as<__nv_bfloat16>();
+  if (elems > 0) {
+    split_bf16_kernel<<<blocks_for(elems), kThreads>>>(x, elems, terms);
+    check_launch("linear_bf16 (split)");
+  }
+  for (int t = 0; t < 3; ++t) {
+    const auto* term = reinterpret_cast<const uint16_t*>(terms + t * elems);
+    const float beta = t > 0 || accumulate ? 1.0f : 0.0f;
+    gemm_bf16(false, true, m, n, k, 1.0f, term, k, w, k, beta, y, n);
+  }
 }
 
 }  // namespace hypic::kernels::cuda

@@ -19,10 +19,13 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float
                           const float* a, int lda, int64_t stride_a, const float* b, int ldb,
                           int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
                           int batch);
+// y[m,n] (+)= x[m,k] · W[n,k]ᵀ with W in bf16 (see gemm.cu).
+void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k, bool accumulate);
 
 // --- elementwise.cu: copies, gathers, activations and gates ---
 void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols);
 void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out);
+void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n, float* out);
 void swiglu(const float* gate_up, float* out, int rows, int width);
 void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld);
 void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols);

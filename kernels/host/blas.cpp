@@ -6,7 +6,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
+#include "bf16_dot.hpp"
+#include "hypic/error.hpp"
 #include "hypic/kernels/threads.hpp"
 #include "parallel.hpp"
 
@@ -63,6 +66,133 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate) {
   gemm(false, true, m, n, k, 1.0f, x, k, w, k, accumulate ? 1.0f : 0.0f, y, n);
+}
+
+namespace {
+
+uint16_t round_to_bf16(float f) {  // nearest, ties to even (activations are finite)
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float widen_bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Products of at most this many rows run Dot3 under Auto: there the weights' bytes decide the
+// time and bf16 reads half of them. `hypic bench blas` here (2 threads, k = 2048): dot3 beat
+// convert 19 to 0.8-6 GFLOP/s at 1 row, tied at 8 rows, lost at 16 (6.3 vs 9.8).
+constexpr int kDotMaxRows = 4;
+
+Bf16Gemm forced_path() {
+  static const Bf16Gemm forced = [] {
+    const char* v = std::getenv("HYPIC_BF16_GEMM");
+    if (v == nullptr) return Bf16Gemm::Auto;
+    const std::string s(v);
+    if (s == "convert") return Bf16Gemm::Convert;
+    if (s == "dot3") return Bf16Gemm::Dot3;
+    if (s == "dot2") return Bf16Gemm::Dot2;
+    if (s == "dot1") return Bf16Gemm::Dot1;
+    return Bf16Gemm::Auto;
+  }();
+  return forced;
+}
+
+}  // namespace
+
+const char* bf16_gemm_name(Bf16Gemm p) {
+  switch (p) {
+    case Bf16Gemm::Convert:
+      return "convert";
+    case Bf16Gemm::Dot3:
+      return "dot3";
+    case Bf16Gemm::Dot2:
+      return "dot2";
+    case Bf16Gemm::Dot1:
+      return "dot1";
+    default:
+      return "auto";
+  }
+}
+
+bool bf16_dot_available() {
+#if defined(__x86_64__)
+  static const bool available = [] {
+    __builtin_cpu_init();
+    return host::bf16_dot_compiled() && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("avx512bw");
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+Bf16Gemm bf16_gemm_path(int m, int n, int k) {
+  (void)n;
+  (void)k;
+  const Bf16Gemm forced = forced_path();
+  if (forced == Bf16Gemm::Convert || (forced != Bf16Gemm::Auto && bf16_dot_available()))
+    return forced;
+  return m <= kDotMaxRows && bf16_dot_available() ? Bf16Gemm::Dot3 : Bf16Gemm::Convert;
+}
+
+void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                 bool accumulate) {
+  linear_bf16_with(bf16_gemm_path(m, n, k), x, w, y, m, n, k, accumulate);
+}
+
+void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y, int m, int n,
+                      int k, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (path == Bf16Gemm::Auto) path = bf16_gemm_path(m, n, k);
+  HYPIC_REQUIRE(path == Bf16Gemm::Convert || bf16_dot_available(),
+                std::string("bf16 product path ") + bf16_gemm_name(path) +
+                    " needs AVX-512 BF16 (this CPU or this build lacks it)");
+  threads();
+  const GemmTiling t = gemm_tiling(m, n, k);
+  const int terms = path == Bf16Gemm::Dot3 ? 3 : path == Bf16Gemm::Dot2 ? 2 : 1;
+  const int kp = (k + 31) / 32 * 32;
+  host::parallel_for(t.tiles(), int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
+    const int r0 = static_cast<int>(i / t.tn) * t.mb, c0 = static_cast<int>(i % t.tn) * t.nb;
+    const int rows = std::min(t.mb, m - r0), cols = std::min(t.nb, n - c0);
+    const float* xt = x + static_cast<size_t>(r0) * k;
+    float* yt = y + static_cast<size_t>(r0) * n + c0;
+    if (path == Bf16Gemm::Convert) {
+      // Weight rows widened in panels of 256: each element is still one sgemm over all of k.
+      constexpr int kPanel = 256;
+      thread_local std::vector<float> wide;
+      for (int j0 = 0; j0 < cols; j0 += kPanel) {
+        const int nc = std::min(kPanel, cols - j0);
+        wide.resize(static_cast<size_t>(nc) * k);
+        const uint16_t* src = w + static_cast<size_t>(c0 + j0) * k;
+        for (size_t e = 0; e < wide.size(); ++e) wide[e] = widen_bf16(src[e]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nc, k, 1.0f, xt, k, wide.data(),
+                    k, accumulate ? 1.0f : 0.0f, yt + j0, n);
+      }
+      return;
+    }
+    // Activations as bf16 terms, zero-padded to kp: t0 = bf16(x), t1 = bf16(x − t0),
+    // t2 = bf16(x − t0 − t1); each remainder is exact in f32, and three terms hold all 24 bits.
+    thread_local std::vector<uint16_t> xb;
+    const size_t term = static_cast<size_t>(rows) * kp;
+    xb.assign(term * terms, 0);
+    for (int r = 0; r < rows; ++r)
+      for (int p = 0; p < k; ++p) {
+        float rest = xt[static_cast<size_t>(r) * k + p];
+        for (int q = 0; q < terms; ++q) {
+          const uint16_t h = round_to_bf16(rest);
+          xb[q * term + static_cast<size_t>(r) * kp + p] = h;
+          rest -= widen_bf16(h);
+        }
+      }
+    host::bf16_dot_tile(xb.data(), term, kp, terms, rows, w + static_cast<size_t>(c0) * k, k, cols,
+                        k, yt, n, accumulate);
+  });
 }
 
 namespace {

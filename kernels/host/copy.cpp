@@ -21,4 +21,15 @@ void gather_rows(const float* table, int cols, const int32_t* ids, int n, float*
   });
 }
 
+void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n, float* out) {
+  host::parallel_for(n, cols, [=](const int64_t i) {
+    const uint16_t* src = table + static_cast<size_t>(ids[i]) * cols;
+    float* dst = out + static_cast<size_t>(i) * cols;
+    for (int c = 0; c < cols; ++c) {
+      const uint32_t bits = static_cast<uint32_t>(src[c]) << 16;
+      std::memcpy(dst + c, &bits, sizeof(float));
+    }
+  });
+}
+
 }  // namespace hypic::kernels

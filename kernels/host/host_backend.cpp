@@ -55,6 +55,10 @@ class HostBackend final : public Backend {
               bool accumulate) const override {
     kernels::linear(x, w, y, m, n, k, accumulate);
   }
+  void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                   bool accumulate) const override {
+    kernels::linear_bf16(x, w, y, m, n, k, accumulate);
+  }
 
   void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows,
                     int cols) const override {
@@ -63,6 +67,10 @@ class HostBackend final : public Backend {
   void gather_rows(const float* table, int cols, const int32_t* ids, int n,
                    float* out) const override {
     kernels::gather_rows(table, cols, ids, n, out);
+  }
+  void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n,
+                        float* out) const override {
+    kernels::gather_rows_bf16(table, cols, ids, n, out);
   }
 
   void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,

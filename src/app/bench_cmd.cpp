@@ -44,9 +44,10 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
     std::printf(
         "on the GPU: cuBLAS sgemm %.1f GFLOP/s, bf16 GEMM (f32 accumulation) %.1f GFLOP/s\n",
         r.sgemm_gflops, r.bf16_gemm_gflops);
-  std::printf("model: %s, %d layers, %.1f M parameters (f32 %.0f MiB)\n",
+  std::printf("model: %s, %d layers, %.1f M parameters (%s projections, %.0f MiB)\n",
               model::arch_name(cfg.arch), cfg.num_hidden_layers, r.parameter_count / 1e6,
-              r.weights_bytes / 1048576);
+              r.weights_dtype.c_str(), r.weights_bytes / 1048576);
+  std::printf("%s\n", r.load_summary.c_str());
   std::printf("prefill %d tokens: median %.3f s over %d runs -> %.0f tokens/s\n", a.options.tokens,
               t, a.options.reps, r.tokens_per_second);
   if (r.config_layers > 0)
@@ -129,6 +130,8 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
       {"fraction_of_sgemm", r.fraction_of_sgemm},
       {"peak_rss_bytes", peak},
       {"weights_bytes", r.weights_bytes},
+      {"weights_dtype", r.weights_dtype},
+      {"peak_after_load_bytes", r.peak_memory_bytes},
       {"cache_bytes", r.cache_bytes},
       {"peak_over_weights_plus_caches", peak / (r.weights_bytes + r.cache_bytes)},
       {"blas", r.blas.library + " " + r.blas.kernel},
@@ -184,6 +187,9 @@ void add_bench_blas(CLI::App& bench) {
   auto a = std::make_shared<Args>();
   sub->add_option("--n", a->options.n, "matrix size (n x n x n)")->capture_default_str();
   sub->add_option("--reps", a->options.reps, "timed products (median)")->capture_default_str();
+  sub->add_flag_callback(
+      "--no-bf16", [a] { a->options.bf16_shapes.clear(); },
+      "skip the bf16-weight section (f32 vs convert vs AVX-512 BF16 paths per shape)");
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   on_run(sub, [a] {
     const bench::BlasResult r = bench::run_blas(a->options);
@@ -198,13 +204,41 @@ void add_bench_blas(CLI::App& bench) {
       rates[std::to_string(rate.threads)] = rate.gflops;
       one_call[std::to_string(rate.threads)] = rate.one_call_gflops;
     }
+    nlohmann::json bf16 = nlohmann::json::array();
+    if (!r.bf16.empty())
+      std::printf(
+          "bf16 weights, y[m,n] = x[m,k] W[n,k]^T at %d thread(s), GFLOP/s (AVX-512 BF16: %s):\n"
+          "  %5s %6s %6s  %7s %7s %7s %7s %7s  %-7s %-7s %8s %8s %8s\n",
+          r.blas.threads, kernels::bf16_dot_available() ? "yes" : "no", "m", "n", "k", "f32",
+          "convert", "dot3", "dot2", "dot1", "auto", "fastest", "err3", "err2", "err1");
+    for (const bench::Bf16Rate& b : r.bf16) {
+      std::printf("  %5d %6d %6d  %7.1f %7.1f %7.1f %7.1f %7.1f  %-7s %-7s %8.1e %8.1e %8.1e\n",
+                  b.m, b.n, b.k, b.f32_gflops, b.convert_gflops, b.dot3_gflops, b.dot2_gflops,
+                  b.dot1_gflops, b.auto_path.c_str(), b.fastest.c_str(), b.dot3_max_rel_err,
+                  b.dot2_max_rel_err, b.dot1_max_rel_err);
+      bf16.push_back({{"m", b.m},
+                      {"n", b.n},
+                      {"k", b.k},
+                      {"f32_gflops", b.f32_gflops},
+                      {"convert_gflops", b.convert_gflops},
+                      {"dot3_gflops", b.dot3_gflops},
+                      {"dot2_gflops", b.dot2_gflops},
+                      {"dot1_gflops", b.dot1_gflops},
+                      {"auto", b.auto_path},
+                      {"fastest", b.fastest},
+                      {"dot3_max_rel_err", b.dot3_max_rel_err},
+                      {"dot2_max_rel_err", b.dot2_max_rel_err},
+                      {"dot1_max_rel_err", b.dot1_max_rel_err}});
+    }
     write_json(a->json, {{"bench", "blas"},
                          {"library", r.blas.library},
                          {"kernel", r.blas.kernel},
                          {"note", r.blas.note},
                          {"n", a->options.n},
                          {"gflops_by_threads", rates},
-                         {"one_blas_call_gflops_by_threads", one_call}});
+                         {"one_blas_call_gflops_by_threads", one_call},
+                         {"bf16_dot_available", kernels::bf16_dot_available()},
+                         {"bf16", bf16}});
     return 0;
   });
 }

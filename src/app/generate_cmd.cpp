@@ -31,6 +31,7 @@ void add_generate_command(CLI::App& app) {
     const DeviceChoice device = choose_device(args->device);
     print_device(device);
     auto loaded = model::load_checkpoint(args->model);
+    std::printf("%s\n", model::load_summary(loaded).c_str());
     const auto ids = read_token_ids(args->input_ids, loaded.config.vocab_size);
     require_fits_context(loaded.config, args->input_ids, ids.size(), args->max_new_tokens);
     model::Model net(std::move(loaded.config),

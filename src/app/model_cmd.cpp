@@ -121,8 +121,11 @@ int run_info(const std::string& dir) {
               m.sharded ? " (sharded)" : "",
               human_bytes(static_cast<double>(m.checkpoint_bytes)).c_str());
   std::printf("tokenizer    : %s\n", Tokenizer::for_model(dir).describe().c_str());
-  std::printf("memory       : %s as f32 in memory\n",
-              human_bytes(static_cast<double>(m.weights.bytes())).c_str());
+  std::printf(
+      "memory       : %s in memory (projections %s; --weights-dtype), peak %s after "
+      "loading (VmHWM)\n",
+      human_bytes(static_cast<double>(m.weights.bytes())).c_str(), m.weights_dtype.c_str(),
+      human_bytes(static_cast<double>(m.peak_memory_bytes)).c_str());
   if (!m.ignored.empty())
     std::printf("ignored      : %zu tensor(s) (vision tower / MTP heads)\n", m.ignored.size());
   return 0;
@@ -205,9 +208,13 @@ void add_model_commands(CLI::App& app) {
   auto* config_opt =
       info->add_option("--config", *config, "A config.json alone: parameters and cache sizes");
   model_opt->excludes(config_opt);
-  info->require_option(1);
-  on_run(info,
-         [dir, config] { return config->empty() ? run_info(*dir) : run_info_config(*config); });
+  // Not require_option(1): that counts the options every command takes (--threads,
+  // --weights-dtype) too, so `model info --model DIR --threads 1` was refused.
+  on_run(info, [dir, config] {
+    HYPIC_REQUIRE(!dir->empty() || !config->empty(),
+                  "model info needs --model DIR or --config FILE");
+    return config->empty() ? run_info(*dir) : run_info_config(*config);
+  });
 
   add_model_check_command(*model);
 }

@@ -5,12 +5,14 @@
 #include "app/commands.hpp"
 #include "cluster/world.hpp"
 #include "hypic/kernels/threads.hpp"
+#include "model/checkpoint.hpp"
 
 namespace hypic::app {
 namespace {
 struct RunOptions {
   int threads = 0;  // 0: choose (cluster::choose_threads)
   std::string threads_source;
+  std::string weights_dtype = "auto";
 };
 RunOptions& options() {
   static RunOptions o;
@@ -28,12 +30,22 @@ void add_threads_option(CLI::App* command) {
       ->check(non_negative_count());
 }
 
+void add_weights_dtype_option(CLI::App* command) {
+  if (command->get_option_no_throw("--weights-dtype") == nullptr)
+    command
+        ->add_option("--weights-dtype", options().weights_dtype,
+                     "dtype of the projection weights in memory: auto (as the checkpoint stores "
+                     "them: bf16 stays bf16), f32, or bf16 (half the memory)")
+        ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+}
+
 // Every command and subcommand, except those with a --threads of their own (bench kernels
 // and bench forward take a list of counts).
 void add_to_every_command(CLI::App* app) {
   for (CLI::App* sub : app->get_subcommands({})) {
     if (sub->get_name().empty()) continue;  // an option group
     if (sub->get_option_no_throw("--threads") == nullptr) add_threads_option(sub);
+    add_weights_dtype_option(sub);
     add_to_every_command(sub);
   }
 }
@@ -41,6 +53,7 @@ void add_to_every_command(CLI::App* app) {
 
 void add_run_options(CLI::App& app) {
   add_threads_option(&app);
+  add_weights_dtype_option(&app);
   add_to_every_command(&app);
 }
 
@@ -49,6 +62,7 @@ void apply_run_options() {
   const cluster::ThreadChoice choice = cluster::choose_threads(options().threads, world);
   kernels::set_threads(choice.threads);
   options().threads_source = choice.source;
+  model::set_default_weights_dtype(model::parse_weights_dtype(options().weights_dtype));
 }
 
 std::string threads_header() {

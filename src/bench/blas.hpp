@@ -1,6 +1,7 @@
 #pragma once
 // `hypic bench blas`: the sgemm rate of the BLAS kernel in use, per thread count: hypic's
 // tiled gemm (what every command runs) and one whole call of the BLAS on its own threads.
+#include <string>
 #include <vector>
 
 #include "hypic/kernels/blas.hpp"
@@ -15,6 +16,21 @@ double measure_sgemm_gflops(int n, int reps, int one_call_threads = 0);
 struct BlasOptions {
   int n = 2048;  // matrix size (n x n x n)
   int reps = 5;  // timed products per thread count (median)
+  // bf16 section: nn.Linear products y[m,n] = x[m,k]·W[n,k]ᵀ, each {m, n, k}; empty: none.
+  std::vector<std::vector<int>> bf16_shapes = {
+      {1, 2048, 2048},  {8, 2048, 2048},   {16, 6144, 2048},  {32, 6144, 2048},
+      {64, 2048, 2048}, {512, 6144, 2048}, {1024, 2048, 6144}};
+};
+
+// One shape of the bf16 section, at the thread count in use: GFLOP/s of the f32 product
+// (kernels::linear on the widened weights) and of each bf16 path (0 where absent).
+struct Bf16Rate {
+  int m = 0, n = 0, k = 0;
+  double f32_gflops = 0, convert_gflops = 0, dot3_gflops = 0, dot2_gflops = 0, dot1_gflops = 0;
+  std::string auto_path;  // what linear_bf16 runs for this shape
+  std::string fastest;    // "f32", "convert", "dot3", "dot2" or "dot1"
+  // vs the f32 product, relative to max |y| (convert: 0, the same numbers)
+  double dot3_max_rel_err = 0, dot2_max_rel_err = 0, dot1_max_rel_err = 0;
 };
 
 struct BlasRate {
@@ -26,6 +42,7 @@ struct BlasRate {
 struct BlasResult {
   kernels::BlasInfo blas;       // the library and kernel measured
   std::vector<BlasRate> rates;  // 1 … blas.threads (at least one entry)
+  std::vector<Bf16Rate> bf16;   // at blas.threads
 };
 
 // Measures 1 … the BLAS's thread count in turn, then leaves the BLAS at its thread count.

@@ -133,10 +133,15 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
   model::ModelWeights loaded_weights;
   if (o.config_file.empty()) {
     auto loaded = model::load_checkpoint(model_dir);
+    r.weights_dtype = loaded.weights_dtype;
+    r.load_summary = model::load_summary(loaded);
+    r.peak_memory_bytes = double(loaded.peak_memory_bytes);
     loaded_config = std::move(loaded.config);
     loaded_weights = std::move(loaded.weights);
   } else {
     loaded_weights = shape_weights(o.config_file, o.layers, r.config_layers, loaded_config);
+    r.weights_dtype = "f32";
+    r.load_summary = "weights: random, f32, from " + o.config_file;
   }
   r.config = loaded_config;
   const model::ModelConfig& cfg = r.config;

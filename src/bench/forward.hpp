@@ -52,7 +52,10 @@ struct ForwardResult {
   double achieved_gflops = 0;
   double fraction_of_sgemm = 0;
   double weights_bytes = 0;
-  double cache_bytes = 0;  // the inference cache after one prefill
+  std::string weights_dtype;     // the projections in memory: "f32" or "bf16"
+  std::string load_summary;      // model::load_summary: dtypes, bytes, peak memory after loading
+  double peak_memory_bytes = 0;  // right after loading (VmHWM)
+  double cache_bytes = 0;        // the inference cache after one prefill
   // Seconds per part of the forward pass in the first timed run, in report order (gdn_proj,
   // …, lm_head); parts_total is that run's timed total (q/k/v preparation included, which
   // has no row of its own).

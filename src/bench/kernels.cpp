@@ -59,12 +59,20 @@ class TimingBackend final : public kernels::Backend {
               bool acc) const override {
     timed(Op::Linear, [&] { in_.linear(x, w, y, m, n, k, acc); });
   }
+  void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                   bool acc) const override {
+    timed(Op::LinearBf16, [&] { in_.linear_bf16(x, w, y, m, n, k, acc); });
+  }
   void copy_strided(const float* src, int ld, int off, float* dst, int rows,
                     int cols) const override {
     timed(Op::CopyStrided, [&] { in_.copy_strided(src, ld, off, dst, rows, cols); });
   }
   void gather_rows(const float* t, int cols, const int32_t* ids, int n, float* out) const override {
     timed(Op::GatherRows, [&] { in_.gather_rows(t, cols, ids, n, out); });
+  }
+  void gather_rows_bf16(const uint16_t* t, int cols, const int32_t* ids, int n,
+                        float* out) const override {
+    timed(Op::GatherRowsBf16, [&] { in_.gather_rows_bf16(t, cols, ids, n, out); });
   }
   void family_chunked(const kernels::FamilySpec& s, const kernels::FamilyDims& d,
                       const kernels::FamilyInputs& in, float* state, float* out, float* tr,

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+
+#include <sys/resource.h>
 
 #include "hypic/error.hpp"
 
@@ -34,22 +37,61 @@ struct Slot {
   int layer = -1;
 };
 
-// When `rows` lists a multiple of the source's rows, each source row fills that many
-// consecutive entries (a per-head value the canonical layout repeats per channel).
-void copy_rows_in(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
-  const int64_t cols = src.dim(-1);
-  const size_t repeat = rows.size() / static_cast<size_t>(src.numel() / cols);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(dst.data() + rows[i] * cols, src.data() + static_cast<int64_t>(i / repeat) * cols,
-                static_cast<size_t>(cols) * sizeof(float));
+// Values in place, in any float dtype: a checkpoint's mapped bytes or a tensor's memory.
+struct Values {
+  const unsigned char* bytes = nullptr;
+  DType dtype = DType::F32;
+};
+Values values_of(const Tensor& t) {
+  return {static_cast<const unsigned char*>(t.raw()), t.dtype()};
 }
 
+// dst[dst_at … + n) = src[src_at … + n), converted to dst's dtype (f32 or bf16): a plain copy
+// when the dtypes agree, so bf16 weights stay bit for bit what the checkpoint holds.
+void copy_values(Tensor& dst, size_t dst_at, const Values& src, size_t src_at, size_t n) {
+  if (n == 0) return;
+  unsigned char* out = static_cast<unsigned char*>(dst.raw()) + dst_at * dtype_size(dst.dtype());
+  const unsigned char* in = src.bytes + src_at * dtype_size(src.dtype);
+  if (src.dtype == dst.dtype()) {
+    std::memcpy(out, in, n * dtype_size(src.dtype));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    if (src.dtype == DType::F32) {
+      std::memcpy(&v, in + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, in + 2 * i, 2);
+      v = src.dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    if (dst.dtype() == DType::F32) {
+      std::memcpy(out + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = f32_to_bf16(v);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+  }
+}
+
+// When `rows` lists a multiple of the source's rows (src_rows), each source row fills that many
+// consecutive entries (a per-head value the canonical layout repeats per channel).
+void copy_rows_in(Tensor& dst, const Values& src, int64_t cols, int64_t src_rows,
+                  const std::vector<int64_t>& rows) {
+  const size_t repeat = src_rows > 0 ? rows.size() / static_cast<size_t>(src_rows) : 1;
+  for (size_t i = 0; i < rows.size(); ++i)
+    copy_values(dst, static_cast<size_t>(rows[i] * cols), src,
+                (i / repeat) * static_cast<size_t>(cols), static_cast<size_t>(cols));
+}
+
+// dst has the checkpoint's shape; its last dimension is the row length (a 1-D canonical tensor
+// read per element, such as KDA's A_log, has rows of 1).
 void copy_rows_out(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
   const int64_t cols = dst.dim(-1);
   const size_t repeat = rows.size() / static_cast<size_t>(dst.numel() / cols);
   for (size_t i = 0; i < rows.size(); i += repeat)
-    std::memcpy(dst.data() + static_cast<int64_t>(i / repeat) * cols, src.data() + rows[i] * cols,
-                static_cast<size_t>(cols) * sizeof(float));
+    copy_values(dst, (i / repeat) * static_cast<size_t>(cols), values_of(src),
+                static_cast<size_t>(rows[i] * cols), static_cast<size_t>(cols));
 }
 
 std::vector<int64_t> iota_rows(int64_t begin, int64_t n) {
@@ -58,20 +100,26 @@ std::vector<int64_t> iota_rows(int64_t begin, int64_t n) {
   return r;
 }
 
-// Allocates every canonical tensor with its final shape (values zero).
-ModelWeights allocate(const ModelConfig& c) {
+// Allocates every canonical tensor with its final shape (values zero); the projection matrices
+// in `matrix_dtype` (f32 or bf16).
+ModelWeights allocate(const ModelConfig& c, DType matrix_dtype = DType::F32) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim;
   const int64_t conv = c.linear_conv_dim(), vd = c.linear_value_dim();
   const int64_t hd = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  // A projection matrix: in matrix_dtype from the start, so no f32 copy of the model is made.
+  auto mat = [matrix_dtype](int64_t rows, int64_t cols) {
+    return matrix_dtype == DType::F32 ? Tensor({rows, cols})
+                                      : Tensor({rows, cols}, matrix_dtype, Device::Host);
+  };
   ModelWeights w;
-  w.embed = Tensor({V, H});
+  w.embed = mat(V, H);
   w.final_norm = Tensor({H});
-  if (!c.tie_word_embeddings) w.lm_head = Tensor({V, H});
-  auto mlp = [H](int64_t I) {
+  if (!c.tie_word_embeddings) w.lm_head = mat(V, H);
+  auto mlp = [H, &mat](int64_t I) {
     MlpWeights m;
-    m.gate_up = Tensor({2 * I, H});
-    m.down = Tensor({H, I});
+    m.gate_up = mat(2 * I, H);
+    m.down = mat(H, I);
     return m;
   };
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
@@ -113,12 +161,12 @@ ModelWeights allocate(const ModelConfig& c) {
       L.mla.kv_b_proj = Tensor({Hq * (c.qk_nope_head_dim + c.v_head_dim), r});
       L.mla.o_proj = Tensor({H, Hq * c.v_head_dim});
     } else if (L.kind == LayerKind::Linear) {
-      L.linear.in_proj = Tensor({conv + vd + 2 * Hv, H});
+      L.linear.in_proj = mat(conv + vd + 2 * Hv, H);
       L.linear.conv1d = Tensor({conv, static_cast<int64_t>(c.linear_conv_kernel_dim)});
       L.linear.dt_bias = Tensor({Hv});
       L.linear.A_log = Tensor({Hv});
       L.linear.norm = Tensor({dv});
-      L.linear.out_proj = Tensor({H, vd});
+      L.linear.out_proj = mat(H, vd);
     } else if (c.arch_spec().bailing_layout()) {  // Ring: fused q|k|v, plain q/k norms
       const int64_t kv = L.kind == LayerKind::RingLinear ? Hq : Hkv;
       L.ring.qkv = Tensor({(Hq + 2 * kv) * hd, H});
@@ -132,10 +180,10 @@ ModelWeights allocate(const ModelConfig& c) {
         L.ring.g_norm = Tensor({Hq * hd});
       }
     } else {
-      L.attn.q_proj = Tensor({(c.attention_output_gate ? 2 : 1) * Hq * hd, H});
-      L.attn.k_proj = Tensor({Hkv * hd, H});
-      L.attn.v_proj = Tensor({Hkv * hd, H});
-      L.attn.o_proj = Tensor({H, Hq * hd});
+      L.attn.q_proj = mat((c.attention_output_gate ? 2 : 1) * Hq * hd, H);
+      L.attn.k_proj = mat(Hkv * hd, H);
+      L.attn.v_proj = mat(Hkv * hd, H);
+      L.attn.o_proj = mat(H, Hq * hd);
       if (c.attention_qk_norm) {
         L.attn.q_norm = Tensor({hd});
         L.attn.k_norm = Tensor({hd});
@@ -357,25 +405,30 @@ std::string save_prefix(const ModelConfig& c) {
   return c.arch_spec().weight_prefixes().front();
 }
 
-void put(const Slot& s, ModelWeights& w, const Tensor& src) {
+// Fills the slot's canonical values from `src` (the slot's Hugging Face shape, any float dtype).
+void put(const Slot& s, ModelWeights& w, const Values& src) {
+  const int64_t numel = static_cast<int64_t>(Tensor::count(s.hf.shape));
   if (s.stacked > 0) {
     auto& L = w.layers[static_cast<size_t>(s.layer)];
-    const int64_t per = src.numel() / s.stacked;
+    const int64_t per = numel / s.stacked;
     for (int e = 0; e < s.stacked; ++e) {
       Tensor& dst = s.stacked_gate_up ? L.moe.experts[static_cast<size_t>(e)].gate_up
                                       : L.moe.experts[static_cast<size_t>(e)].down;
-      std::memcpy(dst.data(), src.data() + e * per, static_cast<size_t>(per) * sizeof(float));
+      copy_values(dst, 0, src, static_cast<size_t>(e * per), static_cast<size_t>(per));
     }
     return;
   }
   Tensor* dst = s.target(w);
   if (s.rows.empty()) {
-    HYPIC_REQUIRE(dst->numel() == src.numel(), "internal: canonical tensor for '" + s.hf.name +
-                                                   "' has shape " + dst->shape_str());
-    std::memcpy(dst->data(), src.data(), src.bytes());
+    HYPIC_REQUIRE(dst->numel() == numel, "internal: canonical tensor for '" + s.hf.name +
+                                             "' has shape " + dst->shape_str());
+    copy_values(*dst, 0, src, 0, static_cast<size_t>(numel));
   } else {
-    copy_rows_in(*dst, src, s.rows);
+    copy_rows_in(*dst, src, s.hf.shape.back(), numel / s.hf.shape.back(), s.rows);
   }
+}
+void put(const Slot& s, ModelWeights& w, const Tensor& src) {
+  put(s, w, values_of(src));
 }
 
 Tensor get(const Slot& s, const ModelWeights& w_const) {
@@ -387,7 +440,7 @@ Tensor get(const Slot& s, const ModelWeights& w_const) {
     for (int e = 0; e < s.stacked; ++e) {
       const Tensor& src = s.stacked_gate_up ? L.moe.experts[static_cast<size_t>(e)].gate_up
                                             : L.moe.experts[static_cast<size_t>(e)].down;
-      std::memcpy(out.data() + e * per, src.data(), static_cast<size_t>(per) * sizeof(float));
+      copy_values(out, static_cast<size_t>(e * per), values_of(src), 0, static_cast<size_t>(per));
     }
     return out;
   }
@@ -395,7 +448,7 @@ Tensor get(const Slot& s, const ModelWeights& w_const) {
   if (s.rows.empty()) {
     HYPIC_REQUIRE(src->numel() == out.numel(), "internal: canonical tensor for '" + s.hf.name +
                                                    "' has shape " + src->shape_str());
-    std::memcpy(out.data(), src->data(), out.bytes());
+    copy_values(out, 0, values_of(*src), 0, static_cast<size_t>(out.numel()));
   } else {
     copy_rows_out(out, *src, s.rows);
   }
@@ -433,6 +486,50 @@ json read_json_file(const fs::path& p) {
 
 }  // namespace
 
+namespace {
+WeightsDType& default_weights_dtype_ref() {
+  static WeightsDType d = WeightsDType::Auto;
+  return d;
+}
+}  // namespace
+
+WeightsDType parse_weights_dtype(const std::string& s) {
+  if (s == "auto") return WeightsDType::Auto;
+  if (s == "f32") return WeightsDType::F32;
+  if (s == "bf16") return WeightsDType::BF16;
+  throw Error("--weights-dtype must be f32, bf16 or auto, not '" + s + "'");
+}
+
+void set_default_weights_dtype(WeightsDType d) {
+  default_weights_dtype_ref() = d;
+}
+
+WeightsDType default_weights_dtype() {
+  return default_weights_dtype_ref();
+}
+
+uint64_t peak_resident_bytes() {
+  // VmHWM: the resident set's high-water mark, file pages (a mapped checkpoint) included.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (has_prefix(line, "VmHWM:")) return std::stoull(line.substr(6)) * 1024;
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+std::string load_summary(const LoadedModel& m) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "weights: %s in memory (%.2f GB; checkpoint %s, %.2f GB), peak memory after "
+                "loading %.2f GB",
+                m.weights_dtype.c_str(), static_cast<double>(m.weights.bytes()) / 1e9,
+                m.dtype.c_str(), static_cast<double>(m.checkpoint_bytes) / 1e9,
+                static_cast<double>(m.peak_memory_bytes) / 1e9);
+  return buf;
+}
+
 std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config) {
   std::vector<HfTensor> out;
   for (const Slot& s : build_slots(config, save_prefix(config), false)) out.push_back(s.hf);
@@ -468,6 +565,10 @@ ModelConfig load_config(const std::string& dir) {
 }
 
 LoadedModel load_checkpoint(const std::string& dir) {
+  return load_checkpoint(dir, default_weights_dtype());
+}
+
+LoadedModel load_checkpoint(const std::string& dir, WeightsDType weights_dtype) {
   LoadedModel out;
   out.dir = dir;
   out.config = load_config(dir);
@@ -546,14 +647,35 @@ LoadedModel load_checkpoint(const std::string& dir) {
     throw Error(msg);
   }
 
-  out.weights = allocate(c);
   std::set<std::string> dtypes;
+  for (const Slot& s : slots) dtypes.insert(dtype_name(ckpt.info(s.hf.name).dtype));
+  // The projections (what the products read) stay bf16 when asked, or by default when the
+  // checkpoint stores them all in bf16; norms, gates, conv kernels and the router stay f32.
+  bool matrices_bf16 = weights_dtype != WeightsDType::F32;
+  out.weights = allocate(c, matrices_bf16 ? DType::BF16 : DType::F32);
+  if (weights_dtype == WeightsDType::Auto) {
+    // A projection (a bf16 tensor here) fed by a non-bf16 tensor: widen them all instead.
+    for (const Slot& s : slots) {
+      const Tensor* dst =
+          s.stacked > 0 ? &out.weights.layers[static_cast<size_t>(s.layer)].moe.experts[0].gate_up
+                        : s.target(out.weights);
+      if (dst->dtype() == DType::BF16 && ckpt.info(s.hf.name).dtype != DType::BF16)
+        matrices_bf16 = false;
+    }
+    if (!matrices_bf16) {
+      out.weights = ModelWeights();  // freed before the f32 weights are allocated
+      out.weights = allocate(c, DType::F32);
+    }
+  }
+  out.weights_dtype = matrices_bf16 ? "bf16" : "f32";
+  // Converted one tensor at a time from the mapped file, whose pages are then let go.
   for (const Slot& s : slots) {
     const TensorInfo& info = ckpt.info(s.hf.name);
-    dtypes.insert(dtype_name(info.dtype));
     out.checkpoint_bytes += info.end - info.begin;
-    put(s, out.weights, ckpt.read(s.hf.name));
+    put(s, out.weights, Values{ckpt.bytes(s.hf.name), info.dtype});
+    ckpt.release(s.hf.name);
   }
+  out.peak_memory_bytes = peak_resident_bytes();
   if (dtypes.size() == 1) {
     out.dtype = *dtypes.begin();
   } else {

@@ -23,9 +23,11 @@ struct LoadedModel {
   ModelConfig config;
   ModelWeights weights;
   std::string dir;
-  std::string dtype;              // checkpoint dtype of the weights: "bf16", "f32", "f16" or
-                                  // "mixed(bf16,f32)" when they differ
-  uint64_t checkpoint_bytes = 0;  // bytes of weight data read from the checkpoint
+  std::string dtype;               // checkpoint dtype of the weights: "bf16", "f32", "f16" or
+                                   // "mixed(bf16,f32)" when they differ
+  uint64_t checkpoint_bytes = 0;   // bytes of weight data read from the checkpoint
+  std::string weights_dtype;       // the projections in memory: "bf16" or "f32"
+  uint64_t peak_memory_bytes = 0;  // the process's peak resident memory right after loading
   bool sharded = false;
   std::vector<std::string> ignored;  // tensor names skipped under an ignorable prefix
 };
@@ -33,8 +35,24 @@ struct LoadedModel {
 // Reads dir/config.json (errors name the file and the field).
 ModelConfig load_config(const std::string& dir);
 
-// Loads config and weights; throws hypic::Error (one line) on any mismatch.
+// The dtype the projection matrices are kept in (weights.hpp): auto keeps them as the
+// checkpoint stores them (bf16 when all are bf16, else f32); bf16 rounds f32 ones.
+enum class WeightsDType { Auto, F32, BF16 };
+WeightsDType parse_weights_dtype(const std::string& s);  // "auto", "f32", "bf16"
+// The process-wide choice (`--weights-dtype`, every command) that load_checkpoint(dir) uses.
+void set_default_weights_dtype(WeightsDType d);
+WeightsDType default_weights_dtype();
+
+// Loads config and weights; throws hypic::Error (one line) on any mismatch. The files are
+// memory-mapped and converted one tensor at a time, so the peak is about the weights in memory
+// plus one tensor.
 LoadedModel load_checkpoint(const std::string& dir);
+LoadedModel load_checkpoint(const std::string& dir, WeightsDType weights_dtype);
+
+// The process's peak resident memory so far (VmHWM, else getrusage), in bytes.
+uint64_t peak_resident_bytes();
+// One line for run headers: weights dtype and bytes in memory, the checkpoint's, and the peak.
+std::string load_summary(const LoadedModel& m);
 
 // Writes dir/config.json and dir/model.safetensors in `dtype` (F32, BF16 or F16). With
 // max_shard_bytes > 0 the weights are split into model-0000i-of-0000n.safetensors files

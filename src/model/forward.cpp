@@ -120,7 +120,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     be.copy_from_host(dev_ids, tokens, sizeof(int32_t) * static_cast<size_t>(T));
     ids = dev_ids;
   }
-  be.gather_rows(f32(weights_.embed), hidden, ids, T, h);
+  be.gather_rows(weights_.embed, ids, T, h);
   ws_.times.embed_norms += seconds_since(t0);
   capture(h, T);
 
@@ -196,7 +196,7 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
   t0 = std::chrono::steady_clock::now();
   const size_t logit_floats = static_cast<size_t>(logit_rows) * vocab;
   float* dev_logits = on_host ? logits : ws_.floats(Workspace::kZ, logit_floats);
-  be.linear(xn, f32(weights_.output_matrix()), dev_logits, logit_rows, vocab, hidden, false);
+  be.linear(xn, weights_.output_matrix(), dev_logits, logit_rows, vocab, hidden, false);
   if (!on_host) be.copy_to_host(logits, dev_logits, sizeof(float) * logit_floats);
   ws_.times.lm_head += seconds_since(t0);
 }

@@ -37,9 +37,9 @@ void swiglu_mlp(const kernels::Backend& be, const MlpWeights& w, const float* x,
   const int width = static_cast<int>(w.down.dim(1));
   float* gate_up = ws.floats(Workspace::kG, static_cast<size_t>(T) * 2 * width);
   float* act = ws.floats(Workspace::kH, static_cast<size_t>(T) * width);
-  be.linear(x, f32(w.gate_up), gate_up, T, 2 * width, hidden, false);
+  be.linear(x, w.gate_up, gate_up, T, 2 * width, hidden, false);
   be.swiglu(gate_up, act, T, width);
-  be.linear(act, f32(w.down), y, T, hidden, width, accumulate);
+  be.linear(act, w.down, y, T, hidden, width, accumulate);
 }
 }  // namespace
 
@@ -100,11 +100,9 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   float* mixed = ws.floats(Workspace::kA, rows * conv_dim);
   float* z = ws.floats(Workspace::kF, rows * value_dim);
   float* gates = ws.floats(Workspace::kG, rows * 4 * Hv);  // b|a, then beta, then g
-  const float* wp = f32(w.in_proj);
-  be.linear(x, wp, mixed, T, conv_dim, hidden, false);
-  be.linear(x, wp + static_cast<size_t>(conv_dim) * hidden, z, T, value_dim, hidden, false);
-  be.linear(x, wp + static_cast<size_t>(conv_dim + value_dim) * hidden, gates, T, 2 * Hv, hidden,
-            false);
+  be.linear(x, w.in_proj, mixed, T, conv_dim, hidden, false);
+  be.linear(x, w.in_proj, z, T, value_dim, hidden, false, conv_dim);
+  be.linear(x, w.in_proj, gates, T, 2 * Hv, hidden, false, conv_dim + value_dim);
   lap.to(ws.times.gdn_proj);
   float* beta = gates + rows * 2 * Hv;
   float* g = beta + rows * Hv;
@@ -169,7 +167,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
 
   float* normed = mixed;  // the projections are consumed
   be.gated_rms_norm(core, z, f32(w.norm), normed, T * Hv, dv, eps);
-  be.linear(normed, f32(w.out_proj), out, T, hidden, value_dim, /*accumulate=*/true);
+  be.linear(normed, w.out_proj, out, T, hidden, value_dim, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 
@@ -196,13 +194,13 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   float* v = ws.floats(Workspace::kD, rows * Hkv * hd);
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
   if (gated) {
-    be.linear(x, f32(w.q_proj), qg, T, H * 2 * hd, hidden, false);
+    be.linear(x, w.q_proj, qg, T, H * 2 * hd, hidden, false);
     be.copy_strided(qg, 2 * hd, 0, q, T * H, hd);
   } else {  // Mixtral-style (MiniMax): the projection is the query
-    be.linear(x, f32(w.q_proj), q, T, H * hd, hidden, false);
+    be.linear(x, w.q_proj, q, T, H * hd, hidden, false);
   }
-  be.linear(x, f32(w.k_proj), k, T, Hkv * hd, hidden, false);
-  be.linear(x, f32(w.v_proj), v, T, Hkv * hd, hidden, false);
+  be.linear(x, w.k_proj, k, T, Hkv * hd, hidden, false);
+  be.linear(x, w.v_proj, v, T, Hkv * hd, hidden, false);
   if (cfg.attention_qk_norm) {
     rms_norm(be, cfg, q, w.q_norm, q, T * H, hd);
     rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
@@ -252,7 +250,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
   lap.to(ws.times.attn_core);
 
   if (gated) be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
-  be.linear(attn, f32(w.o_proj), out, T, hidden, H * hd, /*accumulate=*/true);
+  be.linear(attn, w.o_proj, out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 
@@ -286,7 +284,7 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   int* start = chosen + pairs;  // [E+1] first pair of each expert's list
   int* fill = start + E + 1;    // [E] next free place per expert while sorting
   int* pair_ids = fill + E;     // pairs (t·k + j), grouped by expert, tokens ascending
-  be.linear(x, f32(w.router), logits, T, E, hidden, false);
+  be.linear(x, w.router, logits, T, E, hidden, false);
   kernels::MoeRouteSpec route;
   route.experts = E;
   route.top_k = top_k;
@@ -329,7 +327,7 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
     float* shared = ws.floats(Workspace::kC, rows * hidden);
     float* gate_logit = ws.floats(Workspace::kE, rows);
     swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws);
-    be.linear(x, f32(w.shared_expert_gate), gate_logit, T, 1, hidden, false);
+    be.linear(x, w.shared_expert_gate, gate_logit, T, 1, hidden, false);
     be.add_sigmoid_scaled(out, shared, gate_logit, T, hidden);
   }
   lap.to(ws.times.moe_shared);

@@ -12,6 +12,11 @@
 
 #include "hypic/error.hpp"
 
+#if !defined(_WIN32)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 namespace hypic::model {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -294,10 +299,45 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                     " bytes of tensor data (from data byte " + std::to_string(covered) +
                     ") belong to no tensor; the format allows no holes, so the header is "
                     "damaged or the file was not written by a safetensors writer");
+
+#if !defined(_WIN32)
+  // Map the file once: tensors are then read in place, converted and released one by one.
+  if (file_size > 0) {
+    void* m = mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fileno(file_), 0);
+    if (m != MAP_FAILED) {
+      map_ = static_cast<const unsigned char*>(m);
+      map_size_ = file_size;
+    }  // else: read_bytes falls back to reading through the file handle
+  }
+#endif
 }
 
 SafetensorsFile::~SafetensorsFile() {
+#if !defined(_WIN32)
+  if (map_ != nullptr) munmap(const_cast<unsigned char*>(map_), map_size_);
+#endif
   if (file_) std::fclose(file_);
+}
+
+const unsigned char* SafetensorsFile::bytes(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  HYPIC_REQUIRE(map_ != nullptr || t.end == t.begin,
+                path_ + ": the file could not be memory-mapped");
+  return map_ == nullptr ? nullptr : map_ + data_start_ + t.begin;
+}
+
+void SafetensorsFile::release(const std::string& name) const {
+#if !defined(_WIN32)
+  const TensorInfo& t = info(name);
+  if (map_ == nullptr || t.end == t.begin) return;
+  // Only whole pages inside the tensor: a neighbour's bytes stay mapped.
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (data_start_ + t.begin + page - 1) / page * page;
+  const uint64_t end = (data_start_ + t.end) / page * page;
+  if (end > begin) madvise(const_cast<unsigned char*>(map_) + begin, end - begin, MADV_DONTNEED);
+#else
+  (void)name;
+#endif
 }
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
@@ -310,6 +350,10 @@ std::vector<unsigned char> SafetensorsFile::read_bytes(const std::string& name) 
   const TensorInfo& t = info(name);
   std::vector<unsigned char> buf(t.end - t.begin);
   if (buf.empty()) return buf;
+  if (map_ != nullptr) {
+    std::memcpy(buf.data(), map_ + data_start_ + t.begin, buf.size());
+    return buf;
+  }
   const uint64_t pos = data_start_ + t.begin;
   bool ok = false;
 #if defined(_WIN32)
@@ -327,12 +371,18 @@ Tensor SafetensorsFile::read(const std::string& name) const {
   HYPIC_REQUIRE(dtype_is_float(t.dtype), path_ + ": tensor '" + name + "' has dtype " +
                                              safetensors_dtype_name(t.dtype) +
                                              ", expected BF16, F16 or F32");
-  const std::vector<unsigned char> raw = read_bytes(name);
+  std::vector<unsigned char> copied;
+  const unsigned char* raw = map_ != nullptr ? map_ + data_start_ + t.begin : nullptr;
+  if (raw == nullptr) {
+    copied = read_bytes(name);
+    raw = copied.data();
+  }
   Tensor out(t.shape);
   float* dst = out.data();
   const size_t n = static_cast<size_t>(t.numel());
+  if (n == 0) return out;
   if (t.dtype == DType::F32) {
-    std::memcpy(dst, raw.data(), n * 4);
+    std::memcpy(dst, raw, n * 4);
   } else {
     const bool bf = t.dtype == DType::BF16;
     for (size_t i = 0; i < n; ++i) {
@@ -434,6 +484,17 @@ Tensor SafetensorsCheckpoint::read(const std::string& name) const {
   auto it = where_.find(name);
   HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
   return files_[it->second]->read(name);
+}
+
+const unsigned char* SafetensorsCheckpoint::bytes(const std::string& name) const {
+  auto it = where_.find(name);
+  HYPIC_REQUIRE(it != where_.end(), "checkpoint has no tensor named '" + name + "'");
+  return files_[it->second]->bytes(name);
+}
+
+void SafetensorsCheckpoint::release(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it != where_.end()) files_[it->second]->release(name);
 }
 
 std::vector<int32_t> SafetensorsCheckpoint::read_int32(const std::string& name) const {

@@ -44,9 +44,10 @@ struct TensorInfo {
 
 std::string shape_to_string(const std::vector<int64_t>& shape);
 
-// One .safetensors file. The header is parsed and validated on open; tensor bytes are
-// read on demand through one file handle, so one object must not be read from several
-// threads at once.
+// One .safetensors file. The header is parsed and validated on open; the file is then
+// memory-mapped read-only, so a tensor's bytes are read in place (bytes()) with no copy, and
+// release() hands its pages back once converted: loading a checkpoint never holds more than
+// the weights plus one tensor's pages.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(std::string path);
@@ -66,10 +67,16 @@ class SafetensorsFile {
   std::vector<int32_t> read_int32(const std::string& name) const;
   // The raw little-endian bytes of a tensor.
   std::vector<unsigned char> read_bytes(const std::string& name) const;
+  // The tensor's bytes in the mapped file (valid while this object lives; none for an empty
+  // tensor), and the hint that they will not be read again (their pages leave the resident set).
+  const unsigned char* bytes(const std::string& name) const;
+  void release(const std::string& name) const;
 
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
+  const unsigned char* map_ = nullptr;  // the whole file, read-only
+  uint64_t map_size_ = 0;
   uint64_t data_start_ = 0;
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -90,6 +97,9 @@ class SafetensorsCheckpoint {
   const std::string& file_of(const std::string& name) const;  // path of the holding file
   Tensor read(const std::string& name) const;
   std::vector<int32_t> read_int32(const std::string& name) const;
+  // In place, as SafetensorsFile::bytes / release.
+  const unsigned char* bytes(const std::string& name) const;
+  void release(const std::string& name) const;
 
  private:
   std::string index_path_;

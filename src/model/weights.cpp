@@ -51,6 +51,36 @@ size_t ModelWeights::parameter_count() const {
   return n;
 }
 
+size_t ModelWeights::bytes() const {
+  size_t n = parameter_count() * sizeof(float);
+  // The bf16 matrices take 2 bytes per value less.
+  for (Tensor* m : projection_matrices(const_cast<ModelWeights&>(*this)))
+    n -= static_cast<size_t>(m->numel()) * (sizeof(float) - dtype_size(m->dtype()));
+  return n;
+}
+
+std::vector<Tensor*> projection_matrices(ModelWeights& w) {
+  std::vector<Tensor*> out;
+  auto add = [&out](Tensor& t) {
+    if (t.rank() > 0 && !t.empty()) out.push_back(&t);
+  };
+  auto mlp = [&add](MlpWeights& m) {
+    add(m.gate_up);
+    add(m.down);
+  };
+  add(w.embed);
+  add(w.lm_head);
+  for (LayerWeights& L : w.layers) {
+    for (Tensor* t : {&L.linear.in_proj, &L.linear.out_proj, &L.attn.q_proj, &L.attn.k_proj,
+                      &L.attn.v_proj, &L.attn.o_proj})
+      add(*t);
+    mlp(L.mlp);
+    for (MlpWeights& e : L.moe.experts) mlp(e);
+    mlp(L.moe.shared_expert);
+  }
+  return out;
+}
+
 const float* f32(const Tensor& t) {
   HYPIC_REQUIRE(t.dtype() == DType::F32,
                 std::string("expected an f32 tensor, got ") + dtype_name(t.dtype()));

@@ -1,7 +1,9 @@
 #pragma once
-// Model weights in one canonical in-memory layout, f32, whatever the checkpoint's dtype
-// and architecture. Every projection is stored as Hugging Face stores nn.Linear:
-// [out_features, in_features], so y = x · Wᵀ.
+// Model weights in one canonical in-memory layout, whatever the checkpoint's architecture.
+// Everything is f32 except the projection matrices (projection_matrices()), which may be kept
+// in bf16 as a bf16 checkpoint stores them (half the memory); layers multiply through
+// Backend::linear(x, Tensor, ...), which dispatches on the dtype. Every projection is stored as
+// Hugging Face stores nn.Linear: [out_features, in_features], so y = x · Wᵀ.
 #include <string>
 #include <vector>
 
@@ -87,8 +89,12 @@ struct ModelWeights {
 
   const Tensor& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
   size_t parameter_count() const;
-  size_t bytes() const { return parameter_count() * sizeof(float); }
+  size_t bytes() const;  // in memory, each tensor in its own dtype
 };
+
+// The matrices the products read (projections, experts, embedding, lm_head): the tensors that
+// may be bf16. Empty ones (absent in this layer kind) are left out.
+std::vector<Tensor*> projection_matrices(ModelWeights& w);
 
 // The f32 elements of a weight or cache tensor in its own memory (host, or a backend's device
 // memory): what the layers hand to backend ops. Throws hypic::Error for another dtype.

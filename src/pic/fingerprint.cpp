@@ -72,10 +72,17 @@ std::string model_fingerprint(const model::ModelConfig& config,
   for_each_tensor(weights, [&](const Tensor& t) {
     weights_hash.update_value<uint64_t>(t.shape().size());
     for (int64_t d : t.shape()) weights_hash.update_value<int64_t>(d);
-    // Weights on a device are hashed from a host copy: the same bytes, the same fingerprint.
+    // The f32 values, whatever the dtype in memory: a bf16 checkpoint kept in bf16 has the
+    // fingerprint it had when loaded as f32, so its stores stay valid. Weights on a device are
+    // hashed from a host copy: the same bytes, the same fingerprint.
     const Tensor copy = t.device() == Device::Host ? Tensor() : t.to(Device::Host);
     const Tensor& h = t.device() == Device::Host ? t : copy;
-    weights_hash.update_value<uint32_t>(store::crc32c(h.raw(), h.bytes()));
+    if (h.is_host_f32()) {
+      weights_hash.update_value<uint32_t>(store::crc32c(h.data(), h.bytes()));
+    } else {
+      const std::vector<float> v = h.to_f32_vector();
+      weights_hash.update_value<uint32_t>(store::crc32c(v.data(), v.size() * sizeof(float)));
+    }
   });
   return std::string(model::arch_name(config.arch)) + "-" +
          store::to_hex(config_hash.digest()).substr(0, 16) + "-" +

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "hypic/kernels/backend.hpp"
+#include "hypic/kernels/blas.hpp"
 #include "hypic/kernels/device.hpp"
+#include "hypic/kernels/threads.hpp"
 #include "hypic/tensor.hpp"
 #include "op_reference.hpp"
 
@@ -43,8 +45,11 @@ constexpr Tolerance kTolerances[] = {
     {Op::Gemm, 1e-5, "f32 products of up to 130 terms"},
     {Op::GemmStridedBatched, 1e-5, "as gemm"},
     {Op::Linear, 1e-5, "as gemm"},
+    {Op::LinearBf16, 1e-5,
+     "exact bf16 weights; activations as f32 (convert) or three bf16 terms (exact, dot3)"},
     {Op::CopyStrided, 0.0, "a copy"},
     {Op::GatherRows, 0.0, "a copy"},
+    {Op::GatherRowsBf16, 0.0, "an exact widening copy"},
     {Op::FamilyChunked, 2e-5, "chunked WY form in f32 vs the token recurrence in double"},
     {Op::FamilyChunkedLowRank, 2e-5, "as family_chunked"},
     {Op::FamilyRecurrentF32, 1e-5, "the same recurrence in f32"},
@@ -107,6 +112,30 @@ Vec uniform(size_t n, std::mt19937& rng, float lo, float hi) {
   Vec v(n);
   for (float& x : v) x = d(rng);
   return v;
+}
+
+uint16_t round_bf16(float x) {  // nearest, ties to even (inputs here are finite)
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(x));
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float widen_bf16(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+// A host bf16 tensor [rows, cols] of `values` rounded, and those rounded values as f32.
+Tensor bf16_matrix(const Vec& values, int64_t rows, int64_t cols, Vec* rounded) {
+  Tensor t({rows, cols}, DType::BF16, Device::Host);
+  auto* p = static_cast<uint16_t*>(t.raw());
+  rounded->resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    p[i] = round_bf16(values[i]);
+    (*rounded)[i] = widen_bf16(p[i]);
+  }
+  return t;
 }
 
 // The backend under test, by name; cuda is skipped with the reason when it cannot run here.
@@ -247,6 +276,54 @@ TEST_P(BackendOps, Linear) {
                    std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
       release();
     }
+}
+
+// Weights as a tensor: f32 through linear, bf16 through linear_bf16 (the path the host picks
+// for the shape: few rows run the AVX-512 BF16 kernel where the CPU has it), rows row0 … of a
+// taller matrix as the layers' in_proj splits are.
+TEST_P(BackendOps, LinearBf16WeightTensor) {
+  REQUIRE_OP(Op::LinearBf16);
+  std::mt19937 rng(31);
+  const int shapes[][3] = {{1, 7, 5}, {3, 9, 33}, {5, 48, 96}, {16, 40, 130}, {65, 33, 80}};
+  for (const auto& s : shapes)
+    for (bool acc : {false, true}) {
+      const int m = s[0], n = s[1], k = s[2], row0 = 3, rows = n + 5;
+      const Vec x = randn(size_t(m) * k, rng);
+      Vec w;
+      Tensor wt = bf16_matrix(randn(size_t(rows) * k, rng), rows, k, &w);
+      if (be().device() != Device::Host) wt = wt.to(be().device(), &be());
+      Vec y = randn(size_t(m) * n, rng);
+      float* dy = put(y);
+      be().linear(put(x), wt, dy, m, n, k, acc, row0);
+      ref::gemm(false, true, m, n, k, 1.0, x, k, w, k, acc ? 1.0 : 0.0, y, n, 0, size_t(row0) * k,
+                0);
+      expect_close(get(dy, y.size()), y, Op::LinearBf16,
+                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+      release();
+    }
+  // A weight from another memory, or rows past its end, is one clear error.
+  Vec w;
+  const Tensor wt = bf16_matrix(randn(8 * 4, rng), 8, 4, &w);
+  float* dy = put(Vec(16));
+  EXPECT_THROW(be().linear(put(Vec(8)), wt.to(be().device(), &be()), dy, 2, 8, 4, false, 1),
+               hypic::Error);
+}
+
+TEST_P(BackendOps, GatherRowsBf16Table) {
+  REQUIRE_OP(Op::GatherRowsBf16);
+  std::mt19937 rng(32);
+  Vec want_table;
+  Tensor table = bf16_matrix(randn(size_t(11) * 37, rng), 11, 37, &want_table);
+  if (be().device() != Device::Host) table = table.to(be().device(), &be());
+  const std::vector<int> ids = {3, 0, 10, 3, 7};
+  Vec want;
+  for (int id : ids)
+    want.insert(want.end(), want_table.begin() + size_t(id) * 37,
+                want_table.begin() + size_t(id + 1) * 37);
+  float* out = put(Vec(want.size(), -1.0f));
+  be().gather_rows(table, reinterpret_cast<const int32_t*>(put_ints(ids)),
+                   static_cast<int>(ids.size()), out);
+  expect_close(get(out, want.size()), want, Op::GatherRowsBf16, "5 ids");
 }
 
 TEST_P(BackendOps, CopyStridedAndGatherRows) {
@@ -970,6 +1047,77 @@ TEST(BackendOpsDtype, CudaGemmBf16) {
               << "bf16 gemm " << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb
               << " beta=" << ab.second;
         }
+}
+
+// Every host bf16 path against the double reference (the same weights widened), over shapes
+// with k off the kernel's 32-value steps, row and column remainders, and enough work to split
+// into several tiles; each path bit-identical at 1, 2 and 3 threads.
+TEST(BackendOpsDtype, HostBf16PathsMatchTheReference) {
+  std::vector<kn::Bf16Gemm> paths = {kn::Bf16Gemm::Convert};
+  if (kn::bf16_dot_available()) {
+    paths.push_back(kn::Bf16Gemm::Dot3);
+    paths.push_back(kn::Bf16Gemm::Dot2);
+    paths.push_back(kn::Bf16Gemm::Dot1);
+  } else {
+    std::printf("[ skipped ] dot3/dot2/dot1: this CPU or build has no AVX-512 BF16\n");
+  }
+  std::mt19937 rng(33);
+  const int shapes[][3] = {{1, 1, 1},   {1, 300, 64}, {4, 4, 31},
+                           {7, 13, 95}, {33, 17, 64}, {600, 1100, 100}};
+  const int threads_before = kn::threads();
+  for (const auto& s : shapes) {
+    const int m = s[0], n = s[1], k = s[2];
+    const Vec x = randn(size_t(m) * k, rng);
+    Vec w;
+    const Tensor wt = bf16_matrix(randn(size_t(n) * k, rng), n, k, &w);
+    const auto* wb = static_cast<const uint16_t*>(wt.raw());
+    const Vec y0 = randn(size_t(m) * n, rng);
+    for (bool acc : {false, true}) {
+      Vec want = y0;
+      ref::gemm(false, true, m, n, k, 1.0, x, k, w, k, acc ? 1.0 : 0.0, want, n);
+      for (kn::Bf16Gemm p : paths) {
+        // Dot1 rounds the activations once to bf16 (8 bits): ~2^-9 per term; Dot2 keeps ~16 bits.
+        const double tol = p == kn::Bf16Gemm::Dot1 ? 2e-2 : p == kn::Bf16Gemm::Dot2 ? 1e-4 : 1e-5;
+        Vec first;
+        for (int t : {1, 2, 3}) {
+          kn::set_threads(t);
+          Vec y = y0;
+          kn::linear_bf16_with(p, x.data(), wb, y.data(), m, n, k, acc);
+          double scale = 1.0, err = 0.0;
+          for (size_t i = 0; i < y.size(); ++i) {
+            scale = std::max(scale, std::fabs(double(want[i])));
+            const double e = std::fabs(double(y[i]) - double(want[i]));
+            if (!(e <= err)) err = e;
+          }
+          EXPECT_LE(err / scale, tol) << kn::bf16_gemm_name(p) << " " << m << "x" << n << "x" << k
+                                      << " acc=" << acc << " threads=" << t;
+          if (t == 1)
+            first = y;
+          else
+            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
+                << kn::bf16_gemm_name(p) << " " << m << "x" << n << "x" << k
+                << " differs between 1 and " << t << " threads";
+        }
+      }
+    }
+  }
+  kn::set_threads(threads_before);
+  // The convert path multiplies exactly the widened weights with the f32 code: same bits as
+  // kernels::linear on them.
+  const int m = 40, n = 70, k = 50;
+  const Vec x = randn(size_t(m) * k, rng);
+  Vec w;
+  const Tensor wt = bf16_matrix(randn(size_t(n) * k, rng), n, k, &w);
+  Vec a(size_t(m) * n), b(size_t(m) * n);
+  kn::linear(x.data(), w.data(), a.data(), m, n, k);
+  kn::linear_bf16_with(kn::Bf16Gemm::Convert, x.data(), static_cast<const uint16_t*>(wt.raw()),
+                       b.data(), m, n, k);
+  EXPECT_EQ(a, b);
+  // Auto keeps the precise paths only.
+  for (int rows : {1, 8, 64, 1024}) {
+    const kn::Bf16Gemm p = kn::bf16_gemm_path(rows, 2048, 2048);
+    EXPECT_TRUE(p == kn::Bf16Gemm::Convert || p == kn::Bf16Gemm::Dot3) << rows;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, ::testing::Values("host", "cuda"),

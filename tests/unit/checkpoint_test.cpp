@@ -85,10 +85,11 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b,
     const Tensor& y = *fb[i].second;
     ASSERT_EQ(x.shape(), y.shape()) << fa[i].first;
     if (!round) {
-      ASSERT_EQ(x.to_vector(), y.to_vector()) << fa[i].first;
-    } else {
-      for (int64_t k = 0; k < x.numel(); ++k)
-        ASSERT_EQ(round(x[k]), y[k]) << fa[i].first << "[" << k << "]";
+      ASSERT_EQ(x.to_f32_vector(), y.to_f32_vector()) << fa[i].first;
+    } else {  // either side may hold its matrices in bf16
+      const std::vector<float> xv = x.to_f32_vector(), yv = y.to_f32_vector();
+      for (size_t k = 0; k < xv.size(); ++k)
+        ASSERT_EQ(round(xv[k]), yv[k]) << fa[i].first << "[" << k << "]";
     }
   }
 }
@@ -114,7 +115,9 @@ void rewrite(const std::string& golden_name, const std::string& dst,
 TEST(Checkpoint, LoadsGoldenFolders) {
   for (const char* name : {"qwen3_next", "qwen3_5", "qwen3_5_bf16", "qwen3_5_sharded"}) {
     if (!golden(name)) continue;
-    const LoadedModel m = load_checkpoint(kGolden + "/" + name);
+    // Widened to f32 (a bf16 checkpoint keeps bf16 projections by default: see
+    // WeightsDTypeKeepsOrWidensTheProjections for those bytes).
+    const LoadedModel m = load_checkpoint(kGolden + "/" + name, WeightsDType::F32);
     EXPECT_EQ(m.weights.layers.size(), static_cast<size_t>(m.config.num_hidden_layers)) << name;
     EXPECT_EQ(m.weights.parameter_count() * sizeof(float), m.weights.bytes());
     EXPECT_EQ(m.dtype, std::string(name) == "qwen3_5_bf16" ? "bf16" : "f32") << name;
@@ -157,6 +160,75 @@ TEST(Checkpoint, Bf16CheckpointHoldsTheRoundedWeights) {
   const LoadedModel f32 = load_checkpoint(kGolden + "/qwen3_5");
   const LoadedModel bf = load_checkpoint(kGolden + "/qwen3_5_bf16");
   expect_same_weights(f32.weights, bf.weights, [](float x) { return bf16_to_f32(f32_to_bf16(x)); });
+}
+
+// A bf16 checkpoint keeps its projections in bf16 by default (the checkpoint's bits, half the
+// bytes), widens them with WeightsDType::F32, and an f32 checkpoint rounds them on request.
+TEST(Checkpoint, WeightsDTypeKeepsOrWidensTheProjections) {
+  if (!golden("qwen3_5") || !golden("qwen3_5_bf16"))
+    FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
+              "scripts/make_golden.py)";
+  const LoadedModel kept = load_checkpoint(kGolden + "/qwen3_5_bf16");
+  const LoadedModel wide = load_checkpoint(kGolden + "/qwen3_5_bf16", WeightsDType::F32);
+  const LoadedModel f32 = load_checkpoint(kGolden + "/qwen3_5");
+  const LoadedModel rounded = load_checkpoint(kGolden + "/qwen3_5", WeightsDType::BF16);
+  EXPECT_EQ(kept.weights_dtype, "bf16");
+  EXPECT_EQ(wide.weights_dtype, "f32");
+  EXPECT_EQ(f32.weights_dtype, "f32");
+  EXPECT_EQ(rounded.weights_dtype, "bf16");
+  const LayerWeights& L = kept.weights.layers[0];
+  EXPECT_EQ(kept.weights.embed.dtype(), hypic::DType::BF16);
+  EXPECT_EQ(L.input_norm.dtype(), hypic::DType::F32);  // norms stay f32
+  EXPECT_EQ(wide.weights.embed.dtype(), hypic::DType::F32);
+  expect_same_weights(wide.weights, kept.weights);  // the same values, exactly
+  // Rounding on request: the projections rounded to nearest even, everything else as stored.
+  const std::vector<Tensor*> pf = projection_matrices(const_cast<ModelWeights&>(f32.weights));
+  const std::vector<Tensor*> pr = projection_matrices(const_cast<ModelWeights&>(rounded.weights));
+  ASSERT_EQ(pf.size(), pr.size());
+  for (size_t i = 0; i < pf.size(); ++i) {
+    ASSERT_EQ(pr[i]->dtype(), hypic::DType::BF16);
+    const std::vector<float> a = pf[i]->to_f32_vector(), b = pr[i]->to_f32_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_EQ(bf16_to_f32(f32_to_bf16(a[k])), b[k]) << i;
+  }
+  EXPECT_EQ(f32.weights.final_norm.to_vector(), rounded.weights.final_norm.to_vector());
+  // Bytes in memory: the projections at 2 bytes; everything else at 4.
+  ModelWeights& kw = const_cast<ModelWeights&>(kept.weights);
+  size_t projection_values = 0;
+  for (const Tensor* t : projection_matrices(kw)) projection_values += size_t(t->numel());
+  EXPECT_GT(projection_values, kept.weights.parameter_count() * 9 / 10);
+  EXPECT_EQ(kept.weights.bytes(), wide.weights.bytes() - 2 * projection_values);
+  EXPECT_GT(kept.peak_memory_bytes, 0u);
+  EXPECT_NE(load_summary(kept).find("bf16 in memory"), std::string::npos) << load_summary(kept);
+  // The process-wide default (--weights-dtype) is what load_checkpoint(dir) uses.
+  set_default_weights_dtype(WeightsDType::F32);
+  EXPECT_EQ(load_checkpoint(kGolden + "/qwen3_5_bf16").weights_dtype, "f32");
+  set_default_weights_dtype(WeightsDType::Auto);
+  EXPECT_THROW(parse_weights_dtype("f16"), hypic::Error);
+  // Saving bf16-held weights writes the values they hold.
+  TempDir tmp("hypic-ckpt-wd");
+  save_checkpoint(tmp.file("again"), kept.config, kept.weights, hypic::DType::BF16);
+  expect_same_weights(kept.weights, load_checkpoint(tmp.file("again")).weights);
+  // Mixed: the first shard (embedding included) rewritten in f32, so auto widens every
+  // projection; the values are the same.
+  const std::string mixed = tmp.file("mixed");
+  save_checkpoint(mixed, kept.config, kept.weights, hypic::DType::BF16, 20000);
+  std::string first;
+  for (const auto& e : fs::directory_iterator(mixed))
+    if (e.path().filename().string().rfind("model-00001-of-", 0) == 0) first = e.path().string();
+  ASSERT_FALSE(first.empty());
+  std::map<std::string, Tensor> tensors;
+  {
+    SafetensorsFile f(first);
+    for (const auto& kv : f.tensors()) tensors[kv.first] = f.read(kv.first);
+  }
+  std::vector<NamedTensor> named;
+  for (const auto& kv : tensors) named.push_back({kv.first, &kv.second});
+  write_safetensors(first, named, hypic::DType::F32);
+  const LoadedModel m = load_checkpoint(mixed);
+  EXPECT_EQ(m.weights_dtype, "f32");
+  EXPECT_EQ(m.dtype, "mixed(bf16,f32)");
+  expect_same_weights(kept.weights, m.weights);
 }
 
 // The grouped Qwen3-Next projections, checked against the reshape transformers performs
@@ -479,8 +551,8 @@ TEST(ModelCommand, InitIsByteIdenticalForASeed) {
               read_bytes(tmp.file("b") + "/config.json"));
     const LoadedModel c = load_checkpoint(tmp.file("c"));
     EXPECT_EQ(c.dtype, "bf16");
-    EXPECT_NE(load_checkpoint(tmp.file("a")).weights.embed.to_vector(),
-              c.weights.embed.to_vector());
+    EXPECT_NE(load_checkpoint(tmp.file("a")).weights.embed.to_f32_vector(),
+              c.weights.embed.to_f32_vector());  // c keeps its bf16 embedding
     // The command writes exactly what the library writes for that seed.
     const ModelConfig cfg = preset_config(parse_arch(arch), "tiny");
     save_checkpoint(tmp.file("lib"), cfg, random_weights(cfg, 3), hypic::DType::F32);

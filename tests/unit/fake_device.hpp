@@ -84,6 +84,14 @@ class HostMemoryDevice final : public kn::Backend {
               bool acc) const override {
     h().linear(x, w, y, m, n, k, acc);
   }
+  void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                   bool acc) const override {
+    h().linear_bf16(x, w, y, m, n, k, acc);
+  }
+  void gather_rows_bf16(const uint16_t* t, int c, const int32_t* ids, int n,
+                        float* o) const override {
+    h().gather_rows_bf16(t, c, ids, n, o);
+  }
   void copy_strided(const float* s, int ld, int off, float* d, int r, int c) const override {
     h().copy_strided(s, ld, off, d, r, c);
   }

@@ -109,6 +109,8 @@ class Tensor {
   Span<const float> values() const { return {data(), f32_.size()}; }
   // A host f32 copy of the elements, from any device (f32 tensors only).
   std::vector<float> to_vector() const;
+  // The same for f32 or bf16 tensors (bf16 widened exactly): weights kept in bf16.
+  std::vector<float> to_f32_vector() const;
   // Moves the host f32 elements out without a copy; leaves the tensor empty.
   std::vector<float> take_vector();
 

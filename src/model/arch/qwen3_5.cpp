@@ -88,7 +88,11 @@ class Qwen3_5 final : public ArchSpec {
       c.tie_word_embeddings = tensors.count("lm_head.weight") == 0;
   }
 
-  std::vector<std::string> preset_names() const override { return {"tiny", "small", "bench"}; }
+  // "large" (1.1 B parameters, 2.2 GB in bf16) is for loading and peak-memory checks
+  // (scripts/weights_peak_memory.sh), not for computing here.
+  std::vector<std::string> preset_names() const override {
+    return {"tiny", "small", "bench", "large"};
+  }
 
   void fill_preset(const std::string& preset, ModelConfig& c) const override {
     HybridSizes s{};
@@ -96,6 +100,8 @@ class Qwen3_5 final : public ArchSpec {
       s = {512, 64, 4, 128, 4, 2, 16, 2, 4, 16, 16, 10000.0, 4096};
     else if (preset == "small")
       s = {4096, 256, 8, 512, 4, 2, 64, 2, 4, 64, 64, 1e7, 32768};
+    else if (preset == "large")
+      s = {32000, 2048, 16, 6144, 16, 2, 128, 16, 32, 128, 128, 1e7, 32768};
     else  // bench
       s = {32000, 1024, 12, 2560, 8, 2, 128, 4, 8, 128, 128, 1e7, 32768};
     fill_hybrid_preset(s, c);

@@ -41,8 +41,10 @@ enum class Op {
   Gemm,
   GemmStridedBatched,
   Linear,
+  LinearBf16,
   CopyStrided,
   GatherRows,
+  GatherRowsBf16,
   FamilyChunked,
   FamilyChunkedLowRank,
   FamilyRecurrentF32,
@@ -105,6 +107,15 @@ class Backend : public Allocator {
   // y[m,n] = x[m,k] · W[n,k]ᵀ (nn.Linear); accumulate: y +=.
   virtual void linear(const float* x, const float* w, float* y, int m, int n, int k,
                       bool accumulate) const = 0;
+  // The same with W[n,k] in bf16 (raw bits, row-major), f32 activations and accumulation:
+  // weights kept as a bf16 checkpoint stores them (half the memory of f32).
+  virtual void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                           bool accumulate) const = 0;
+  // y[m,n] = x[m,k] · W[row0 : row0+n, :]ᵀ for a weight tensor [rows, k] of this backend's
+  // device, dispatched on its dtype (f32: linear, bf16: linear_bf16). What the layers call;
+  // the float* form above stays for code that holds a raw f32 matrix.
+  void linear(const float* x, const Tensor& w, float* y, int m, int n, int k, bool accumulate,
+              int64_t row0 = 0) const;
 
   // --- data movement ---
   // dst[r, 0:cols] = src[r·src_ld + offset : + cols] for r < rows (a column block).
@@ -113,6 +124,11 @@ class Backend : public Allocator {
   // out[i, :] = table[ids[i], :] for i < n (embedding lookup); ids must be in range.
   virtual void gather_rows(const float* table, int cols, const int32_t* ids, int n,
                            float* out) const = 0;
+  // The same from a bf16 table (raw bits), widened to f32.
+  virtual void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n,
+                                float* out) const = 0;
+  // From a table tensor [rows, cols] of this backend's device, dispatched on its dtype.
+  void gather_rows(const Tensor& table, const int32_t* ids, int n, float* out) const;
 
   // --- linear-attention family (linear_family.hpp) ---
   virtual void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,

@@ -14,6 +14,35 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 // y[m,n] = x[m,k] · W[n,k]ᵀ (the nn.Linear convention). With accumulate, y += instead of =.
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate = false);
 
+// y[m,n] = x[m,k] · W[n,k]ᵀ with W in bf16 (raw bits): the path bf16_gemm_path(m, n, k) picks.
+// Same tiles as gemm (gemm_tiling), one thread per tile: bit-identical at every thread count.
+void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
+                 bool accumulate = false);
+
+// The host's ways of multiplying by bf16 weights:
+//   Convert: each tile's weight rows widened to f32 in a per-thread buffer (256 rows at a
+//            time), then one single-threaded sgemm: the f32 path's numbers, bf16's memory.
+//   Dot3:    AVX-512 BF16 micro-kernel (vdpbf16ps) on the bf16 weights and the activations
+//            split exactly into three bf16 terms (hi + mid + lo = the f32 value): every product
+//            exact, f32 accumulation, so only the summation order differs from sgemm; half the
+//            weight bytes read.
+//   Dot2:    two terms (~16 mantissa bits, ~2e-6 relative per product): measured, not chosen
+//            (the golden logits moved by up to 1.5e-4 with it, over the 1e-4 tolerance).
+//   Dot1:    the activations rounded once to bf16 (8 bits, ~1.5e-3 relative): the fastest,
+//            too coarse for the golden tolerance; bench and tests only.
+enum class Bf16Gemm { Auto, Convert, Dot3, Dot2, Dot1 };
+const char* bf16_gemm_name(Bf16Gemm p);  // "auto", "convert", "dot3", "dot2", "dot1"
+// Whether the Dot paths exist: compiled in (compiler supports AVX-512 BF16) and the CPU has it.
+bool bf16_dot_available();
+// What Auto runs for a shape: Dot3 for products of few rows (memory-bound: half the weight
+// bytes wins) when available, Convert otherwise (bench blas measures every path per shape).
+// The environment variable HYPIC_BF16_GEMM=convert|dot3|dot2|dot1 forces one path (for
+// measurements).
+Bf16Gemm bf16_gemm_path(int m, int n, int k);
+// One named path (Auto resolves as above); throws hypic::Error for a Dot path that is absent.
+void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y, int m, int n,
+                      int k, bool accumulate = false);
+
 // How gemm splits C: tiles of mb × nb (the last ones smaller), fixed by the shape alone so that
 // each element is summed in the same order at every thread count. Small products are one tile.
 struct GemmTiling {

@@ -10,5 +10,7 @@ void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows
 
 // out[i, :] = table[ids[i], :] for i < n (embedding lookup; ids must be in range).
 void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out);
+// The same from a bf16 table (raw bits), widened to f32 (exact).
+void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n, float* out);
 
 }  // namespace hypic::kernels
