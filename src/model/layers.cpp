@@ -11,25 +11,6 @@
 namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;  // tokens per chunk of the delta rule (Model::max_block)
-using Clock = std::chrono::steady_clock;
-
-// Adds the seconds since construction (or the last lap) to a ForwardTimes field. On a device
-// backend the lap first waits for the queued work, so each part is charged its own kernels
-// (synchronize() is a no-op on the host).
-class Lap {
- public:
-  explicit Lap(const kernels::Backend& be) : be_(be), start_(Clock::now()) {}
-  void to(double& field) {
-    be_.synchronize();
-    const auto now = Clock::now();
-    field += std::chrono::duration<double>(now - start_).count();
-    start_ = now;
-  }
-
- private:
-  const kernels::Backend& be_;
-  Clock::time_point start_;
-};
 
 // y = down(silu(gate(x)) · up(x)) into y (accumulating when asked); uses slots kG, kH.
 void swiglu_mlp(const kernels::Backend& be, const MlpWeights& w, const float* x, float* y, int T,

@@ -4,6 +4,7 @@
 // stream: out += layer(x). Caches are read and advanced in place; scratch memory comes
 // from a Workspace, so steady-state forward passes allocate nothing. Every op runs on the
 // backend passed in (x, out, caches and weights are that backend's memory).
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -14,6 +15,24 @@
 #include "model/weights.hpp"
 
 namespace hypic::model {
+
+// Adds the seconds since construction (or the last lap) to a ForwardTimes field. On a device
+// backend the lap first waits for the queued work, so each part is charged its own kernels
+// (synchronize() is a no-op on the host). Every layer file times its parts with it.
+class Lap {
+ public:
+  explicit Lap(const kernels::Backend& be) : be_(be), start_(std::chrono::steady_clock::now()) {}
+  void to(double& field) {
+    be_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    field += std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+  }
+
+ private:
+  const kernels::Backend& be_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // Seconds spent per layer kind and phase, accumulated over forward passes.
 struct ForwardTimes {

@@ -10,21 +10,6 @@ namespace hypic::model {
 namespace {
 constexpr int kChunk = 64;  // tokens per chunk of the delta rule (as the Gated DeltaNet layer)
 
-// Seconds since the last lap into a ForwardTimes field (waits for queued device work first).
-class Lap {
- public:
-  explicit Lap(const kernels::Backend& be) : be_(be), start_(std::chrono::steady_clock::now()) {}
-  void to(double& field) {
-    be_.synchronize();
-    const auto now = std::chrono::steady_clock::now();
-    field += std::chrono::duration<double>(now - start_).count();
-    start_ = now;
-  }
-
- private:
-  const kernels::Backend& be_;
-  std::chrono::steady_clock::time_point start_;
-};
 }  // namespace
 
 void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeights& w,

@@ -8,23 +8,7 @@
 namespace hypic::model {
 namespace {
 constexpr int kChunk = 64;  // tokens per chunk of the family kernel (as the delta rule's)
-using Clock = std::chrono::steady_clock;
 
-// Seconds since the last lap into a ForwardTimes field (after the queued device work).
-class Lap {
- public:
-  explicit Lap(const kernels::Backend& be) : be_(be), start_(Clock::now()) {}
-  void to(double& field) {
-    be_.synchronize();
-    const auto now = Clock::now();
-    field += std::chrono::duration<double>(now - start_).count();
-    start_ = now;
-  }
-
- private:
-  const kernels::Backend& be_;
-  Clock::time_point start_;
-};
 }  // namespace
 
 std::vector<float> lightning_slopes(const ModelConfig& cfg, int layer) {

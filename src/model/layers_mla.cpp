@@ -11,21 +11,6 @@
 namespace hypic::model {
 namespace {
 
-class Lap {
- public:
-  explicit Lap(const kernels::Backend& be) : be_(be), start_(std::chrono::steady_clock::now()) {}
-  void to(double& field) {
-    be_.synchronize();
-    const auto now = std::chrono::steady_clock::now();
-    field += std::chrono::duration<double>(now - start_).count();
-    start_ = now;
-  }
-
- private:
-  const kernels::Backend& be_;
-  std::chrono::steady_clock::time_point start_;
-};
-
 // dst[i, 0:cols] = src[i, 0:cols] for i < rows, each with its own leading dimension. The
 // backend's copies write contiguous rows only, so this is `rows` products 1x1 · 1xcols with
 // the factor `one` (= 1.0f in the backend's memory): exact, and on every backend.

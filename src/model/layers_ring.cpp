@@ -15,23 +15,6 @@
 namespace hypic::model {
 namespace {
 constexpr int kChunk = 64;  // tokens per chunk of the chunked form (Model::max_block)
-using Clock = std::chrono::steady_clock;
-
-// Charges the seconds since the last lap to a ForwardTimes field (waits for device work).
-class Lap {
- public:
-  explicit Lap(const kernels::Backend& be) : be_(be), start_(Clock::now()) {}
-  void to(double& field) {
-    be_.synchronize();
-    const auto now = Clock::now();
-    field += std::chrono::duration<double>(now - start_).count();
-    start_ = now;
-  }
-
- private:
-  const kernels::Backend& be_;
-  Clock::time_point start_;
-};
 
 // ALiBi slopes of n heads: geometric from 2^(−8/p) for a power of two p; otherwise those of
 // the largest power of two p below n, then every other slope of 2p.
