@@ -22,6 +22,29 @@ std::vector<float> lightning_slopes(const ModelConfig& cfg, int layer) {
   return s;
 }
 
+void scalar_decay_block(const kernels::Backend& be, const kernels::FamilySpec& spec,
+                        const kernels::FamilyDims& dims, const kernels::FamilyInputs& in,
+                        LayerCache& cache, float* out, float* block_t, Workspace& ws) {
+  const int H = dims.Hv;
+  if (cache.capture_transition) {
+    be.family_chunked(spec, dims, in, f32(cache.state), out, block_t, kChunk);
+    if (cache.transition.empty()) {
+      cache.transition =
+          be.device() == Device::Host ? Tensor({H}) : Tensor({H}, DType::F32, be.device(), &be);
+      be.copy_within(f32(cache.transition), block_t, H * sizeof(float));
+    } else {  // transition ← T_block · transition: one 1×1 product per head
+      float* before = ws.floats(Workspace::kJ, H);
+      be.copy_within(before, f32(cache.transition), H * sizeof(float));
+      be.gemm_strided_batched(false, false, 1, 1, 1, 1.0f, block_t, 1, 1, before, 1, 1, 0.0f,
+                              f32(cache.transition), 1, 1, H);
+    }
+  } else if (dims.T == 1) {
+    be.family_recurrent_f32(spec, dims, in, f32(cache.state), out);
+  } else {
+    be.family_chunked(spec, dims, in, f32(cache.state), out, nullptr, kChunk);
+  }
+}
+
 void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                      const LightningWeights& w, const float* x, float* out, const Span* spans,
                      int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after) {
@@ -67,23 +90,7 @@ void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int lay
       const kernels::FamilyInputs in{q + r0 * width, k + r0 * width, v + r0 * width, g + r0 * H,
                                      nullptr};
       float* core_s = core + r0 * width;
-      if (cache.capture_transition) {
-        be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
-        if (cache.transition.empty()) {
-          cache.transition =
-              be.device() == Device::Host ? Tensor({H}) : Tensor({H}, DType::F32, be.device(), &be);
-          be.copy_within(f32(cache.transition), block_t, H * sizeof(float));
-        } else {  // transition ← T_block · transition: one 1×1 product per head
-          float* before = ws.floats(Workspace::kJ, H);
-          be.copy_within(before, f32(cache.transition), H * sizeof(float));
-          be.gemm_strided_batched(false, false, 1, 1, 1, 1.0f, block_t, 1, 1, before, 1, 1, 0.0f,
-                                  f32(cache.transition), 1, 1, H);
-        }
-      } else if (n == 1) {
-        be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
-      } else {
-        be.family_chunked(spec, dims, in, f32(cache.state), core_s, nullptr, kChunk);
-      }
+      scalar_decay_block(be, spec, dims, in, cache, core_s, block_t, ws);
       lap.to(ws.times.gdn_rule);
     }
     if (after != nullptr) (*after)(i, cache);

@@ -26,6 +26,13 @@ std::vector<float> lightning_slopes(const ModelConfig& cfg, int layer);
 // The layer over spans (after may be null), as gdn_layer: reads and advances cache.state
 // [H, hd, hd] span by span; with cache.capture_transition set, cache.transition [H] (host or
 // the backend's memory, as the state) is multiplied by each block's e^{−n·slope_h}.
+// One span of a scalar-decay linear-attention layer (MiniMax's and Ring's lightning layers):
+// the family kernel into `out`, and, while the cache captures transitions, its per-head T
+// (block_t, H floats of workspace) multiplied into cache.transition.
+void scalar_decay_block(const kernels::Backend& be, const kernels::FamilySpec& spec,
+                        const kernels::FamilyDims& dims, const kernels::FamilyInputs& in,
+                        LayerCache& cache, float* out, float* block_t, Workspace& ws);
+
 void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                      const LightningWeights& w, const float* x, float* out, const Span* spans,
                      int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after);

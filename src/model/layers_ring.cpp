@@ -10,12 +10,11 @@
 #include "model/cache.hpp"
 #include "model/config.hpp"
 #include "model/layers.hpp"
+#include "model/layers_lightning.hpp"
 #include "model/weights.hpp"
 
 namespace hypic::model {
 namespace {
-constexpr int kChunk = 64;  // tokens per chunk of the chunked form (Model::max_block)
-
 // ALiBi slopes of n heads: geometric from 2^(−8/p) for a power of two p; otherwise those of
 // the largest power of two p below n, then every other slope of 2p.
 std::vector<double> alibi_slopes(int n) {
@@ -118,23 +117,7 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
       const kernels::FamilyDims dims{n, H, H, hd, hd};
       const kernels::FamilyInputs in{qs, ks, v + r0 * inner, g + r0 * H, nullptr};
       float* core_s = core + r0 * inner;
-      if (cache.capture_transition) {
-        be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
-        if (cache.transition.empty()) {
-          cache.transition =
-              be.device() == Device::Host ? Tensor({H}) : Tensor({H}, DType::F32, be.device(), &be);
-          be.copy_within(f32(cache.transition), block_t, sizeof(float) * H);
-        } else {  // transition ← e^{nλ} · transition, per head (a batch of 1×1 products)
-          float* before = ws.floats(Workspace::kJ, H);
-          be.copy_within(before, f32(cache.transition), sizeof(float) * H);
-          be.gemm_strided_batched(false, false, 1, 1, 1, 1.0f, block_t, 1, 1, before, 1, 1, 0.0f,
-                                  f32(cache.transition), 1, 1, H);
-        }
-      } else if (n == 1) {
-        be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
-      } else {
-        be.family_chunked(spec, dims, in, f32(cache.state), core_s, nullptr, kChunk);
-      }
+      scalar_decay_block(be, spec, dims, in, cache, core_s, block_t, ws);
       lap.to(ws.times.gdn_rule);
     }
     if (after != nullptr) (*after)(i, cache);
