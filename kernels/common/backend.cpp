@@ -49,6 +49,8 @@ const char* op_name(Op op) {
       return "rotary_rotate_rows";
     case Op::RotaryRotateColumns:
       return "rotary_rotate_columns";
+    case Op::RerotateStates:
+      return "rerotate_states";
     case Op::AttentionCausal:
       return "attention_causal";
     case Op::SigmoidGate:
@@ -71,6 +73,8 @@ const char* op_name(Op op) {
       return "compose_states";
     case Op::Axpby:
       return "axpby";
+    case Op::RoundToDtype:
+      return "round_to_dtype";
     case Op::kCount:
       break;
   }

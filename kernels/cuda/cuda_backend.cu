@@ -154,6 +154,10 @@ class CudaBackend final : public Backend {
                              int64_t pos) const override {
     cuda::rotary_rotate_columns(r, m, dk, cols, pos);
   }
+  void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                       int64_t pos) const override {
+    cuda::rerotate_states(r, src, dst, heads, dk, dv, pos);
+  }
 
   // The tiled kernel keeps its tiles in shared memory: no workspace, whatever n_kv is.
   size_t attention_workspace_floats(const AttentionDims&) const override { return 0; }
@@ -170,6 +174,9 @@ class CudaBackend final : public Backend {
   }
   void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
     cuda::axpby(x, y, n, a, b);
+  }
+  void round_to_dtype(float* x, int64_t n, DType dtype) const override {
+    cuda::round_to_dtype(x, n, dtype);
   }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {

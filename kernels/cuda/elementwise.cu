@@ -1,4 +1,7 @@
 // Element-wise kernels: one thread per output element, f32 like the host kernels.
+#include <string>
+
+#include "../common/round_dtype.hpp"
 #include "ops.cuh"
 #include "util.cuh"
 
@@ -121,6 +124,23 @@ void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const
   if (total == 0) return;
   gdn_gates_kernel<<<blocks_for(total), kThreads>>>(b, a, ld, A_log, dt_bias, beta, g, rows, heads);
   check_launch("gdn_gates");
+}
+
+namespace {
+// Grid-stride: one pass over n values whatever the grid's size limit.
+__global__ void round_to_dtype_kernel(float* x, int64_t n, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = bf16 ? rounding::round_bf16(x[i]) : rounding::round_f16(x[i]);
+}
+}  // namespace
+
+void round_to_dtype(float* x, int64_t n, DType dtype) {
+  if (dtype == DType::F32 || n == 0) return;
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    throw Error(std::string("round_to_dtype: bf16, f16 or f32, not ") + dtype_name(dtype));
+  round_to_dtype_kernel<<<blocks_for(n), kThreads>>>(x, n, dtype == DType::BF16);
+  check_launch("round_to_dtype");
 }
 
 }  // namespace hypic::kernels::cuda

@@ -9,6 +9,7 @@
 #include "hypic/kernels/linear_family.hpp"
 #include "hypic/kernels/moe.hpp"
 #include "hypic/kernels/rope.hpp"
+#include "hypic/tensor.hpp"
 
 namespace hypic::kernels::cuda {
 
@@ -29,6 +30,7 @@ void gather_rows_bf16(const uint16_t* table, int cols, const int32_t* ids, int n
 void swiglu(const float* gate_up, float* out, int rows, int width);
 void sigmoid_gate(float* x, const float* gate, int rows, int cols, int gate_ld);
 void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows, int cols);
+void round_to_dtype(float* x, int64_t n, DType dtype);
 void axpby(const float* x, float* y, int64_t n, float a, float b);
 void gdn_gates(const float* b, const float* a, int ld, const float* A_log, const float* dt_bias,
                float* beta, float* g, int rows, int heads);
@@ -50,6 +52,8 @@ void rope_apply(const RopeDims& d, float* x, int64_t pos0);
 void rope_shift(const RopeDims& d, float* x, int64_t delta);
 void rotary_rotate_rows(const Rotary& r, float* x, int n, int ld, int dk, int64_t pos);
 void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t pos);
+void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                     int64_t pos);
 
 // --- attention.cu: tiled online softmax, no workspace ---
 void attention_causal(const AttentionDims& d, const float* q, const float* k, const float* v,

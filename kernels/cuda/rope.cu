@@ -67,6 +67,20 @@ __global__ void rotary_columns_kernel(float* m, int cols, int half, bool interle
   rotate_pair(m[int64_t(a) * cols + col], m[int64_t(b) * cols + col], cs[p], sn[p]);
 }
 
+// One thread per (head, pair, column) of [heads, dk, dv] states, rotated in place in dst (a
+// copy of src when they differ, made before the launch).
+__global__ void rerotate_states_kernel(float* dst, int64_t items, int dk, int dv, int half,
+                                       bool interleaved, const double* cs, const double* sn) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= items) return;
+  const int col = int(i % dv);
+  const int64_t hp = i / dv;  // head · half + pair
+  const int p = int(hp % half);
+  float* m = dst + (hp / half) * int64_t(dk) * dv;
+  const int a = interleaved ? 2 * p : p, b = interleaved ? 2 * p + 1 : p + half;
+  rotate_pair(m[int64_t(a) * dv + col], m[int64_t(b) * dv + col], cs[p], sn[p]);
+}
+
 void check_rope(const RopeDims& d) {
   if (d.rotary_dim % 2 != 0 || d.rotary_dim < 0 || d.rotary_dim > d.head_dim)
     throw std::invalid_argument("rope: rotary_dim must be even and at most head_dim");
@@ -147,6 +161,26 @@ void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t 
   rotary_columns_kernel<<<blocks_for(int64_t(cols) * half), kThreads>>>(
       m, cols, half, r.interleaved, dc.get(), ds.get());
   check_launch("rotary_rotate_columns");
+}
+
+void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                     int64_t pos) {
+  if (r.rotary_dim % 2 != 0 || r.rotary_dim > dk)
+    throw std::invalid_argument("rerotate_states: rotary_dim must be even and <= dk");
+  const int64_t floats = int64_t(heads) * dk * dv;
+  if (floats == 0) return;
+  if (dst != src)  // on the compute stream, so the launch below sees the copy
+    check(cudaMemcpyAsync(dst, src, size_t(floats) * sizeof(float), cudaMemcpyDeviceToDevice, 0),
+          "cudaMemcpy D2D (rerotate_states)");
+  const int half = r.rotary_dim / 2;
+  if (half == 0) return;
+  std::vector<double> cs, sn;
+  rotary_tables(r, pos, cs, sn);
+  const Upload<double> dc(cs.data(), cs.size()), ds(sn.data(), sn.size());
+  const int64_t items = int64_t(heads) * half * dv;
+  rerotate_states_kernel<<<blocks_for(items), kThreads>>>(dst, items, dk, dv, half, r.interleaved,
+                                                          dc.get(), ds.get());
+  check_launch("rerotate_states");
 }
 
 }  // namespace hypic::kernels::cuda

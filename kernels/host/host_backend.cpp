@@ -125,6 +125,10 @@ class HostBackend final : public Backend {
                              int64_t pos) const override {
     kernels::rotary_rotate_columns(r, m, dk, cols, pos);
   }
+  void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                       int64_t pos) const override {
+    kernels::rerotate_states(r, src, dst, heads, dk, dv, pos);
+  }
 
   size_t attention_workspace_floats(const AttentionDims& d) const override {
     return kernels::attention_workspace_floats(d);
@@ -142,6 +146,9 @@ class HostBackend final : public Backend {
   }
   void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
     kernels::axpby(x, y, n, a, b);
+  }
+  void round_to_dtype(float* x, int64_t n, DType dtype) const override {
+    kernels::round_to_dtype(x, n, dtype);
   }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {

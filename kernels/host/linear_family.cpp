@@ -584,4 +584,25 @@ void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t 
   });
 }
 
+void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                     int64_t pos) {
+  if (r.rotary_dim % 2 != 0 || r.rotary_dim > dk)
+    throw std::invalid_argument("rerotate_states: rotary_dim must be even and <= dk");
+  const size_t per_head = static_cast<size_t>(dk) * dv;
+  if (dst != src) std::memcpy(dst, src, per_head * heads * sizeof(float));
+  const int half = r.rotary_dim / 2;
+  std::vector<double> c, sn;
+  rotary_angles(r, pos, c, sn);
+  const bool inter = r.interleaved;
+  // One item per (head, pair): the same rotation of each element as rotary_rotate_columns.
+  host::parallel_for(int64_t(heads) * half, 4 * int64_t(dv), [&](int64_t item) {
+    const int h = int(item / half), i = int(item % half);
+    const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + half;
+    float* m = dst + per_head * h;
+    float* ra = m + static_cast<size_t>(a) * dv;
+    float* rb = m + static_cast<size_t>(b) * dv;
+    for (int j = 0; j < dv; ++j) rotate_pair(ra[j], rb[j], c[i], sn[i]);
+  });
+}
+
 }  // namespace hypic::kernels

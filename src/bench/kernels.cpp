@@ -126,6 +126,10 @@ class TimingBackend final : public kernels::Backend {
                              int64_t pos) const override {
     timed(Op::RotaryRotateColumns, [&] { in_.rotary_rotate_columns(r, m, dk, cols, pos); });
   }
+  void rerotate_states(const kernels::Rotary& r, const float* src, float* dst, int heads, int dk,
+                       int dv, int64_t pos) const override {
+    timed(Op::RerotateStates, [&] { in_.rerotate_states(r, src, dst, heads, dk, dv, pos); });
+  }
   size_t attention_workspace_floats(const kernels::AttentionDims& d) const override {
     return in_.attention_workspace_floats(d);
   }
@@ -141,6 +145,9 @@ class TimingBackend final : public kernels::Backend {
   }
   void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
     timed(Op::Axpby, [&] { in_.axpby(x, y, n, a, b); });
+  }
+  void round_to_dtype(float* x, int64_t n, DType dtype) const override {
+    timed(Op::RoundToDtype, [&] { in_.round_to_dtype(x, n, dtype); });
   }
   void add_sigmoid_scaled(float* x, const float* y, const float* logit, int rows,
                           int cols) const override {

@@ -58,20 +58,29 @@ kernels::TransitionRef resident_transition(const LinearLayerEntry& l) {
 }
 
 // The running state of a linear layer before the splice, measured against the entry's summary.
+// On a device (and for a resident entry) both come down to the host first: the measurement is
+// for evaluation runs (docs/eval.md), not the serving path.
 void measure_share(const kernels::Backend& be, const SegmentEntry& entry, int segment, int layer,
                    const model::LayerCache& lc, StateShareLog& log) {
-  // A resident entry keeps its summary's arrays on the device only: not measured (the
-  // measurement is for evaluation runs; docs/eval.md).
-  if (entry.resident()) return;
   const auto t0 = std::chrono::steady_clock::now();
   for (const LinearLayerEntry& l : entry.linear) {
     if (l.layer != layer) continue;
     double ratio = 0;
-    if (be.device() == Device::Host) {
+    if (be.device() == Device::Host && !entry.resident()) {
       ratio = state_contribution(be, l.summary, lc.state.data());
     } else {
-      const Tensor host = lc.state.to(Device::Host, &be);
-      ratio = state_contribution(kernels::host_backend(), l.summary, host.data());
+      LinearSummary sum = l.summary;
+      if (entry.resident()) {
+        auto down = [](const Tensor& t) {
+          return t.empty() ? std::vector<float>() : t.to_vector();
+        };
+        sum.t = down(l.device.t);
+        sum.x = down(l.device.x);
+        sum.y = down(l.device.y);
+        sum.s = down(l.device.s);
+      }
+      const std::vector<float> state = lc.state.to_vector();
+      ratio = state_contribution(kernels::host_backend(), sum, state.data());
     }
     log.shares.push_back({segment, layer, ratio});
     break;
@@ -101,11 +110,21 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
       HYPIC_REQUIRE(cache.conv.shape() == entry_layer.conv.shape(),
                     "segment entry does not fit layer " + std::to_string(layer));
       const bool has_conv = entry_layer.conv.rank() > 0;
+      const kernels::Rotary ring_rotary{config.rotary_dim(), static_cast<float>(config.rope_theta),
+                                        false};
       if (resident) {  // the memory tier's device copy: nothing crosses the bus
-        HYPIC_REQUIRE(cache.kind != model::LayerKind::RingLinear,
-                      "re-rotating a Ring-linear entry held in device memory is not implemented "
-                      "yet; run bailing_moe_linear with --device cpu");
-        const kernels::TransitionRef ref = resident_transition(entry_layer);
+        kernels::TransitionRef ref = resident_transition(entry_layer);
+        // Ring-linear: S(R|0) moved to the segment's place into scratch on the device, so the
+        // resident entry stays at offset 0 for the next query that splices it elsewhere.
+        Tensor moved;
+        if (cache.kind == model::LayerKind::RingLinear && ref.s0 != nullptr) {
+          const LinearSummary& s = entry_layer.summary;
+          moved =
+              Tensor({static_cast<int64_t>(s.heads) * s.dk * s.dv}, DType::F32, be.device(), &be);
+          be.rerotate_states(ring_rotary, ref.s0, model::f32(moved), s.heads, s.dk, s.dv,
+                             segment_start);
+          ref.s0 = model::f32(moved);
+        }
         float* state = model::f32(cache.state);
         be.compose_states(&ref, &state, 1, addition);
         if (has_conv)
@@ -117,9 +136,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
       LinearSummary moved;
       if (cache.kind == model::LayerKind::RingLinear) {
         moved = entry_layer.summary;
-        rerotate(kernels::host_backend(), moved,
-                 {config.rotary_dim(), static_cast<float>(config.rope_theta), false},
-                 segment_start);
+        rerotate(kernels::host_backend(), moved, ring_rotary, segment_start);
       }
       const LinearSummary& sum =
           cache.kind == model::LayerKind::RingLinear ? moved : entry_layer.summary;

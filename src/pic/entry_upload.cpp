@@ -42,6 +42,14 @@ SegmentEntry EntryUploader::upload(SegmentEntry&& entry) {
   HYPIC_REQUIRE(!entry.resident(), "segment entry is already resident on a device");
   const Device dev = be_.device();
   HYPIC_REQUIRE(dev != Device::Host, "entries are resident on a device backend only");
+  // An absent array (Ring's conv, MLA's V: a default tensor, no shape) stays absent: a device
+  // tensor of shape {} would hold one element, read from no host memory.
+  auto up_tensor = [&](const Tensor& host) {
+    if (host.rank() == 0) return Tensor();
+    Tensor t(host.shape(), DType::F32, dev, &be_);
+    if (!t.empty()) stage(t.raw(), host.data(), t.bytes());
+    return t;
+  };
   auto up = [&](const float* src, const std::vector<int64_t>& shape) {
     Tensor t(shape, DType::F32, dev, &be_);
     if (!t.empty()) stage(t.raw(), src, t.bytes());
@@ -59,11 +67,11 @@ SegmentEntry EntryUploader::upload(SegmentEntry&& entry) {
     l.device.x = up_vec(l.summary.x);
     l.device.y = up_vec(l.summary.y);
     l.device.s = up_vec(l.summary.s);
-    l.conv = up(l.conv.data(), l.conv.shape());
+    l.conv = up_tensor(l.conv);
   }
   for (AttentionLayerEntry& a : out.attention) {
-    a.k = up(a.k.data(), a.k.shape());
-    a.v = up(a.v.data(), a.v.shape());
+    a.k = up_tensor(a.k);
+    a.v = up_tensor(a.v);
   }
   out.where = dev;
   out.upload_ticket = last_ticket_;

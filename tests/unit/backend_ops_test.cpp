@@ -22,6 +22,7 @@
 #include "hypic/kernels/threads.hpp"
 #include "hypic/tensor.hpp"
 #include "op_reference.hpp"
+#include "store/entry.hpp"
 
 namespace {
 using hypic::Device;
@@ -63,6 +64,7 @@ constexpr Tolerance kTolerances[] = {
     {Op::RopeShift, 1e-6, "double angles, one f32 rotation"},
     {Op::RotaryRotateRows, 1e-6, "as rope_shift"},
     {Op::RotaryRotateColumns, 1e-6, "as rope_shift"},
+    {Op::RerotateStates, 1e-6, "as rope_shift"},
     {Op::AttentionCausal, 1e-5, "f32 softmax with a polynomial exp"},
     {Op::SigmoidGate, 1e-6, "element-wise"},
     {Op::Swiglu, 1e-6, "element-wise"},
@@ -74,6 +76,7 @@ constexpr Tolerance kTolerances[] = {
     {Op::MoeScatterAdd, 1e-6, "one multiply-add per element"},
     {Op::ComposeStates, 1e-5, "dk-term f32 products"},
     {Op::Axpby, 1e-6, "element-wise"},
+    {Op::RoundToDtype, 0.0, "exact: the store's own rounding"},
 };
 
 double tolerance(Op op) {
@@ -723,6 +726,69 @@ TEST_P(BackendOps, RotaryRotateRowsAndColumns) {
           }
           release();
         }
+}
+
+// Every head's state rotated by the same R_pos (a Ring-linear S(R|0) moved to its segment's
+// place), out of place (the source unchanged) and in place; dims past rotary_dim only copied.
+TEST_P(BackendOps, RerotateStates) {
+  REQUIRE_OP(Op::RerotateStates);
+  std::mt19937 rng(21);
+  for (int heads : {1, 3})
+    for (int dk : {16, 48})
+      for (int dv : {1, 17, 48})
+        for (int rot : {dk, 8})
+          for (bool interleaved : {false, true})
+            for (int64_t pos : {0, 5, 4097}) {
+              const kn::Rotary r{rot, 10000.0f, interleaved};
+              const std::string where =
+                  "heads=" + std::to_string(heads) + " dk=" + std::to_string(dk) +
+                  " dv=" + std::to_string(dv) + " rot=" + std::to_string(rot) +
+                  (interleaved ? " interleaved" : " half") + " pos=" + std::to_string(pos);
+              const Vec s = randn(size_t(heads) * dk * dv, rng);
+              Vec want = s;
+              for (int h = 0; h < heads; ++h)
+                for (int c = 0; c < dv; ++c)
+                  ref::rotate(&want[size_t(h) * dk * dv + c], rot, 10000.0, interleaved,
+                              double(pos), dv);
+              float* src = put(s);
+              float* dst = put(Vec(s.size(), -7.0f));
+              be().rerotate_states(r, src, dst, heads, dk, dv, pos);
+              expect_close(get(dst, s.size()), want, Op::RerotateStates, where + " out of place");
+              EXPECT_EQ(get(src, s.size()), s) << where << ": the source changed";
+              be().rerotate_states(r, src, src, heads, dk, dv, pos);
+              expect_close(get(src, s.size()), want, Op::RerotateStates, where + " in place");
+              release();
+            }
+}
+
+// Rounding to the store's dtypes equals store::round_in_place bit for bit: ties, subnormals,
+// overflow, infinities and NaN included (a resident entry rounded on the device must compose
+// exactly as its stored copy will).
+TEST_P(BackendOps, RoundToDtypeIsTheStoresEncoding) {
+  REQUIRE_OP(Op::RoundToDtype);
+  std::mt19937 rng(22);
+  Vec x = randn(5000, rng, 3.0f);
+  const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x3F800001u, 0x00000001u, 0x80000001u,
+                              0x33000000u, 0x33000001u, 0x387FC000u, 0x38800000u, 0x477FE000u,
+                              0x477FF000u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u,
+                              0x7F800001u, 0x00000000u, 0x80000000u, 0x3A801000u, 0x38801000u};
+  for (uint32_t bits : special) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    x.push_back(f);
+  }
+  for (const DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    Vec want = x;
+    hypic::store::round_in_place(dt, want.data(), want.size());
+    float* d = put(x);
+    be().round_to_dtype(d, static_cast<int64_t>(x.size()), dt);
+    const Vec got = get(d, x.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+        << hypic::dtype_name(dt);
+    release();
+  }
+  EXPECT_THROW(be().round_to_dtype(put(x), 1, DType::I32), std::exception);
+  release();
 }
 
 TEST_P(BackendOps, AttentionCausalGqa) {

@@ -128,6 +128,9 @@ class HostMemoryDevice final : public kn::Backend {
   void axpby(const float* x, float* y, int64_t n, float a, float b) const override {
     h().axpby(x, y, n, a, b);
   }
+  void round_to_dtype(float* x, int64_t n, hypic::DType dt) const override {
+    h().round_to_dtype(x, n, dt);
+  }
   void gated_rms_norm(const float* x, const float* z, const float* w, float* y, int r, int c,
                       float eps) const override {
     h().gated_rms_norm(x, z, w, y, r, c, eps);
@@ -148,6 +151,10 @@ class HostMemoryDevice final : public kn::Backend {
   void rotary_rotate_columns(const kn::Rotary& r, float* m, int dk, int c,
                              int64_t p) const override {
     h().rotary_rotate_columns(r, m, dk, c, p);
+  }
+  void rerotate_states(const kn::Rotary& r, const float* s, float* d, int hh, int dk, int dv,
+                       int64_t p) const override {
+    h().rerotate_states(r, s, d, hh, dk, dv, p);
   }
   size_t attention_workspace_floats(const kn::AttentionDims& d) const override {
     return h().attention_workspace_floats(d);

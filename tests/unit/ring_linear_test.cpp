@@ -13,6 +13,7 @@
 #include "model/layers_ring.hpp"
 #include "model/presets.hpp"
 #include "pic/compose.hpp"
+#include "pic/entry_upload.hpp"
 #include "pic/segment_entry.hpp"
 #include "pic_test_util.hpp"
 
@@ -79,20 +80,67 @@ TEST(RingLinear, ReRotatedStateAtShiftedOffsetEqualsRecompute) {
     hypic::pic::compose_segments(model, {{&segment, &entry}}, false, composed);
     EXPECT_EQ(composed.n_tokens, full.n_tokens);
 
-    const auto& want = full.layers[static_cast<size_t>(first)].state;
-    const auto& got = composed.layers[static_cast<size_t>(first)].state;
-    const double err = rel_diff(got.data(), want.data(), want.values().size());
+    // Host copies (the caches are device tensors under HYPIC_TEST_DEVICE=cuda|fake).
+    const std::vector<float> want = full.layers[static_cast<size_t>(first)].state.to_vector();
+    const std::vector<float> got = composed.layers[static_cast<size_t>(first)].state.to_vector();
+    const double err = rel_diff(got.data(), want.data(), want.size());
     // The same composition with S(C|0) left at segment-local positions (no re-rotation).
+    std::vector<float> unrotated_state =
+        unrotated.layers[static_cast<size_t>(first)].state.to_vector();
     hypic::pic::apply_layers(hypic::kernels::host_backend(), {&entry.linear.front().summary},
-                             {unrotated.layers[static_cast<size_t>(first)].state.data()});
-    const double err_unrotated = rel_diff(unrotated.layers[static_cast<size_t>(first)].state.data(),
-                                          want.data(), want.values().size());
+                             {unrotated_state.data()});
+    const double err_unrotated = rel_diff(unrotated_state.data(), want.data(), want.size());
     std::printf(
         "[ ring     ] offset %d, window %d: composed vs recompute %.3g, without re-rotation %.3g\n",
         prefix_len, junction, err, err_unrotated);
     EXPECT_LE(err, 1e-5);
     if (prefix_len > 0 && junction == 0) {
       EXPECT_GT(err_unrotated, 1e-2);
+    }
+  }
+}
+
+// The same with the entry resident on a device (the stand-in of fake_device.hpp): S(C|0) is
+// moved on the device (Backend::rerotate_states, into scratch) and the composed state equals
+// recompute, and the host entry's composition bit for bit; the resident entry itself stays at
+// offset 0, so a second splice at another offset is right too.
+TEST(RingLinear, ResidentEntryReRotatesOnTheDevice) {
+  namespace pic = hypic::pic;
+  Model host_model = pic_test::remembering_tiny_host_model("bailing_moe_linear", 5);
+  Model dev(host_model.config(),
+            hypic::model::to_backend(host_model.weights(), pic_test::fake_device()),
+            pic_test::fake_device());
+  const auto& cfg = host_model.config();
+  std::mt19937 rng(4);
+  const auto segment = pic_test::random_tokens(rng, 45, cfg.vocab_size);
+  pic::EntryUploader uploader(pic_test::fake_device());
+  const pic::SegmentEntry resident = uploader.upload(pic::compute_entry(host_model, segment, 0));
+  ASSERT_TRUE(resident.resident());
+  ASSERT_TRUE(resident.linear.front().summary.s.empty());  // its state lives on the device only
+  const pic::SegmentEntry on_host = pic::compute_entry(host_model, segment, 0);
+  for (int prefix_len : {37, 130}) {
+    const auto prefix = pic_test::random_tokens(rng, prefix_len, cfg.vocab_size);
+    std::vector<int32_t> all = prefix;
+    all.insert(all.end(), segment.begin(), segment.end());
+    InferenceCache full = host_model.new_cache();
+    host_model.prefill(all, full, LogitsMode::None);
+    InferenceCache composed = dev.new_cache(), reference = host_model.new_cache();
+    dev.prefill(prefix, composed, LogitsMode::None);
+    host_model.prefill(prefix, reference, LogitsMode::None);
+    pic::compose_segments(dev, {{&segment, &resident}}, false, composed);
+    pic::compose_segments(host_model, {{&segment, &on_host}}, false, reference);
+    for (size_t l = 0; l < full.layers.size(); ++l) {
+      if (cfg.layer_types[l] != LayerKind::RingLinear) continue;
+      const std::vector<float> got = composed.layers[l].state.to_vector();
+      const std::vector<float> want = full.layers[l].state.to_vector();
+      if (l == 0) {  // the first layer's inputs depend on the tokens only: exact
+        const double err = rel_diff(got.data(), want.data(), want.size());
+        std::printf("[ ring     ] resident entry at offset %d, layer 0: vs recompute %.3g\n",
+                    prefix_len, err);
+        EXPECT_LE(err, 1e-5) << "offset " << prefix_len;
+      }
+      EXPECT_EQ(got, reference.layers[l].state.to_vector())
+          << "layer " << l << " offset " << prefix_len;
     }
   }
 }

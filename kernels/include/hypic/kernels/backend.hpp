@@ -58,6 +58,7 @@ enum class Op {
   RopeShift,
   RotaryRotateRows,
   RotaryRotateColumns,
+  RerotateStates,
   AttentionCausal,
   SigmoidGate,
   Swiglu,
@@ -69,6 +70,7 @@ enum class Op {
   MoeScatterAdd,
   ComposeStates,
   Axpby,
+  RoundToDtype,
   kCount
 };
 const char* op_name(Op op);
@@ -160,6 +162,11 @@ class Backend : public Allocator {
                                   int64_t pos) const = 0;
   virtual void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols,
                                      int64_t pos) const = 0;
+  // dst[h] = R_pos · src[h] for every head h of [heads, dk, dv] states (MATH.md §4: a state
+  // built with keys at offset 0, moved to offset pos), one launch for all heads. dst may be
+  // src; out of place, a resident entry's state stays as stored while a query uses it moved.
+  virtual void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk,
+                               int dv, int64_t pos) const = 0;
 
   // --- attention (attention.hpp) ---
   virtual size_t attention_workspace_floats(const AttentionDims& d) const = 0;
@@ -173,6 +180,10 @@ class Backend : public Allocator {
                                   int cols) const = 0;
   // y[i] = a · x[i] + b · y[i], i < n (b = 0: y only written); y may alias x.
   virtual void axpby(const float* x, float* y, int64_t n, float a, float b) const = 0;
+  // x[i] ← x[i] rounded to `dtype` (bf16 or f16: nearest, ties to even, as the segment store
+  // encodes) and widened back, i < n; f32 leaves x as it is. A resident entry rounded on the
+  // device composes exactly as its stored copy will when read back.
+  virtual void round_to_dtype(float* x, int64_t n, DType dtype) const = 0;
   virtual void gdn_gates(const float* b, const float* a, int ld, const float* A_log,
                          const float* dt_bias, float* beta, float* g, int rows,
                          int heads) const = 0;

@@ -91,5 +91,9 @@ struct Rotary {
 void rotary_rotate(const Rotary& r, float* x, int n, int ld, int dk, int64_t pos);
 // Same for the columns of a [dk, cols] row-major matrix (each column is a key vector).
 void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t pos);
+// dst[h] = R_pos · src[h] for the heads of [heads, dk, dv] states (columns rotated as above);
+// dst may equal src.
+void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
+                     int64_t pos);
 
 }  // namespace hypic::kernels
