@@ -4,11 +4,13 @@
 # against the host references, f32 and bf16 GEMM), the device forward tests, the golden and
 # cache-contract tests on the CUDA backend, the PIC tests on the CUDA backend (composed state =
 # recompute, the modes' KL ordering), rank invariance under mpirun with every rank on the GPU,
-# then `hypic bench forward` (bench preset at 4096 tokens; and a cold 32k-token prefill of the
-# Qwen3.5-35B-A3B shape, random weights, 4 of its 40 layers, scaled to 40), and `hypic bench
-# ttft` (prefix vs pic at 16 x 512 tokens), and prints one table. Every step has a time bound
-# (about 8 minutes in all: the bounds below add up to 480 s). Exit status 0 only when every
-# step passed and nothing CUDA was skipped; no visible GPU is a failure, not a pass.
+# the NCCL entry path between two ranks when two GPUs are visible (skipped with one: one GPU
+# cannot host two NCCL ranks; +110 s of bounds when it runs), then `hypic bench forward`
+# (bench preset at 4096 tokens; and a cold 32k-token prefill of the Qwen3.5-35B-A3B shape,
+# random weights, 4 of its 40 layers, scaled to 40), and `hypic bench ttft` (prefix vs pic at
+# 16 x 512 tokens), and prints one table. Every step has a time bound (about 8 minutes in all:
+# the bounds below add up to 480 s). Exit status 0 only when every step passed and nothing
+# CUDA was skipped (but the NCCL step on a one-GPU machine); no visible GPU is a failure.
 #
 # Usage: scripts/device_check.sh [BUILD_DIR]   (default build-cuda)
 # What runs where: the forward pass and the PIC path compute on the device, and the memory
@@ -105,7 +107,7 @@ fi
 # fill and tiers), the device data path (stand-in device: upload counts) and the rank -> GPU
 # choices.
 step pic 40 env HYPIC_TEST_DEVICE=cuda "$TESTS" \
-  --gtest_filter='PicEngine.*:PicModes.*:Models/PicModesPerArch.*:DevicePlumbing.*:GpuPlan.*'
+  --gtest_filter='PicEngine.*:PicModes.*:Models/PicModesPerArch.*:DevicePlumbing.*:GpuPlan.*:RingLinear.*:DeviceEntries.*'
 counts=$(gtest_counts "$LOG/pic.log")
 if [[ $RC -eq 0 && $counts == *", 0 failed" && $counts != "0 passed"* ]]; then
   row "PIC tests" cuda PASS $SECS "$counts"
@@ -115,6 +117,8 @@ fi
 
 # 4b. Rank invariance on the GPU: 3 ranks (rank 0 composes, 2 workers), all on this GPU, so
 # entries go through host memory and MPI; answers and logits bit-identical to one process.
+# (One GPU cannot host two ranks of one NCCL communicator: the NCCL entry path needs a GPU per
+# rank, step 4c, which runs only when two or more GPUs are visible.)
 if command -v mpirun >/dev/null; then
   step mpi 30 env HYPIC_TEST_DEVICE=cuda OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun -n 3 --oversubscribe "$BUILD/tests/hypic_mpi_tests" --gtest_filter='Distributed.*:ClusterWorld.*'
@@ -126,6 +130,38 @@ if command -v mpirun >/dev/null; then
   fi
 else
   row "rank invariance (3 ranks)" cuda SKIP 0 "mpirun not found"
+fi
+
+# 4c. The NCCL entry path (issue #14), only with two or more GPUs: serve in pic mode with no
+# store (every segment cold) on one rank, then on two ranks with a GPU each (rank 1 computes
+# the entries, NCCL carries them to rank 0's GPU): the run must say "entries: nccl" and give the
+# same answers. Counted as a skip, not a failure, on a one-GPU machine.
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [[ $NGPU -ge 2 ]] && command -v mpirun >/dev/null; then
+  SMALL=$BUILD/device_check_small
+  Q=$LOG/nccl_queries.jsonl
+  head -n 6 inputs/corpus/synthqa_queries.jsonl >"$Q"
+  step nccl_model 10 "$BUILD/src/hypic" model init --arch qwen3_5 --preset small --seed 1 --out "$SMALL"
+  step nccl_one 40 "$BUILD/src/hypic" serve --byte-tokenizer --model "$SMALL" \
+    --corpus inputs/corpus/synthqa.jsonl --queries "$Q" --mode pic --device cuda --out "$LOG/nccl_one"
+  t_one=$SECS
+  step nccl_two 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -n 2 --oversubscribe "$BUILD/src/hypic" serve --byte-tokenizer --model "$SMALL" \
+    --corpus inputs/corpus/synthqa.jsonl --queries "$Q" --mode pic --device cuda --ranks 2 \
+    --out "$LOG/nccl_two"
+  if [[ $RC -eq 0 ]] && grep -q '^entries: nccl' "$LOG/nccl_two.log" &&
+    python3 - "$LOG/nccl_one/predictions.jsonl" "$LOG/nccl_two/predictions.jsonl" <<'PY'; then
+import json, sys
+a, b = ([json.loads(l)["answer_tokens"] for l in open(p)] for p in sys.argv[1:3])
+sys.exit(0 if a == b and a else 1)
+PY
+    row "NCCL entries (2 ranks)" cuda PASS $((t_one + SECS)) "entries: nccl, answers = 1 rank"
+  else
+    row "NCCL entries (2 ranks)" cuda FAIL $SECS "see $LOG/nccl_two.log (entries: nccl? answers?)"
+  fi
+else
+  rows+=("$(printf '%-28s %-6s %-6s %6s  %s' "NCCL entries (2 ranks)" cuda SKIP 0 \
+    "needs two GPUs ($NGPU visible): one GPU cannot host two NCCL ranks")")
 fi
 
 # 5. bench forward on the device: prefill of the bench preset at 4096 tokens.

@@ -2,6 +2,7 @@
 #include "hypic/error.hpp"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
+#include "hypic/kernels/device_link.hpp"
 
 namespace hypic::kernels {
 namespace {
@@ -16,6 +17,16 @@ DeviceInfo cuda_device_info() {
 }
 
 const Backend& cuda_backend() {
+  not_compiled();
+}
+
+std::string nccl_missing() {
+  return "built without CUDA and NCCL";
+}
+NcclId nccl_unique_id() {
+  not_compiled();
+}
+std::unique_ptr<DeviceLink> nccl_link(const NcclId&, int, int) {
   not_compiled();
 }
 

@@ -42,11 +42,12 @@ int run_chat(const ChatArgs& a) {
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
   if (world.rank == 0) print_device(device);
-  bind_rank_gpu(device, comm.get(), world);
+  const cluster::GpuPlan gpus = bind_rank_gpu(device, comm.get(), world);
   if (world.rank != 0) {  // a worker: each task carries its junction window, so `junction W`
                           // in the session needs nothing here
     LoadedPicModel m = load_pic_model(a.model, *device.backend);
-    cluster::run_worker(comm.get(), *m.model, pic::JunctionSpec::parse(a.junction));
+    cluster::run_worker(comm.get(), *m.model, pic::JunctionSpec::parse(a.junction),
+                        gpus.link.get());
     return 0;
   }
   const bool interactive = isatty(fileno(stdin)) != 0;
@@ -59,7 +60,8 @@ int run_chat(const ChatArgs& a) {
   if (world.size > 1) {
     cold = std::make_unique<cluster::RemoteColdSource>(
         comm.get(), *m.model, cluster::CostModel(0.0, 1.0, 0.0),
-        "the session's stores keep the entries written so far; start the session again");
+        "the session's stores keep the entries written so far; start the session again",
+        gpus.link.get());
     s.set_cold_source(cold.get());
   }
   if (interactive)

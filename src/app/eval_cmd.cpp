@@ -106,6 +106,7 @@ struct EvalRun {
   MPI_Comm comm = MPI_COMM_NULL;
   int world_size = 1;
   cluster::EntryPathChoice entry_path;  // how entries go between ranks (bind_rank_gpu)
+  kernels::DeviceLink* link = nullptr;  // the NCCL path's link (bind_rank_gpu)
   const eval::PromptTemplate* tmpl = nullptr;
   int max_new = 0;
   std::optional<LoadedPicModel> m;  // loaded once the inputs are checked
@@ -174,7 +175,7 @@ void warm_up(EvalRun& run) {
   // None are cold unless an entry was damaged meanwhile; those go to the workers too.
   if (run.world_size > 1)
     run.cold = std::make_unique<cluster::RemoteColdSource>(run.comm, *run.m->model, wo.cost,
-                                                           wo.after_death);
+                                                           wo.after_death, run.link);
 }
 
 // One mode over every item, with a fresh engine: OUT/<mode>/{<dataset>.jsonl, metrics.json,
@@ -269,13 +270,14 @@ int run_eval(const EvalArgs& a) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
     if (!run.any_entries) return 0;
     LoadedPicModel m = load_pic_model(a.model, *device.backend);
-    cluster::run_worker(comm.get(), *m.model, run.junction);
-    cluster::run_worker(comm.get(), *m.model, run.junction);
+    cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get());
+    cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get());
     return 0;
   }
   run.comm = comm.get();
   run.world_size = world.size;
   run.entry_path = gpus.entries;
+  run.link = gpus.link.get();
   const eval::TemplateSet templates = eval::TemplateSet::load(a.templates);
   const bool runs_full =
       std::find(run.modes.begin(), run.modes.end(), pic::Mode::Full) != run.modes.end();

@@ -47,7 +47,8 @@ struct Serving {
 };
 
 Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
-                     const pic::JunctionSpec& junction, MPI_Comm comm, int ranks) {
+                     const pic::JunctionSpec& junction, MPI_Comm comm, int ranks,
+                     kernels::DeviceLink* link) {
   Serving s;
   if (pic::uses_entries(mode) && !a.store.empty()) {
     s.st = std::make_unique<store::SegmentStore>(store::open_for_writing(
@@ -66,7 +67,8 @@ Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
         s.st ? cluster::load_cost_model_or_default(a.store) : cluster::CostModel(0.0, 1.0, 0.0),
         s.st ? "the store " + a.store +
                    " keeps the cold entries written so far; rerun the same command to resume"
-             : "no store: rerun the same command");
+             : "no store: rerun the same command",
+        link);
     s.engine->set_cold_source(s.cold.get());
     // While the workers compute a query's cold segments, rank 0 reads the next query's hits.
     pic::Engine* engine = s.engine.get();
@@ -117,7 +119,7 @@ int run_serve(const ServeArgs& a) {
   const cluster::GpuPlan gpus = bind_rank_gpu(device, comm.get(), world);
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
-    cluster::run_worker(comm.get(), *m.model, junction);
+    cluster::run_worker(comm.get(), *m.model, junction, gpus.link.get());
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -125,7 +127,7 @@ int run_serve(const ServeArgs& a) {
   if (!a.corpus.empty()) corpus = read_corpus(a.corpus, m.tokenizer, cfg, policy);
   const QueryFile qf = read_queries(a.queries, corpus ? &*corpus : nullptr, m.tokenizer, cfg,
                                     a.max_new_tokens, policy);
-  Serving s = open_serving(a, m, mode, junction, comm.get(), world.size);
+  Serving s = open_serving(a, m, mode, junction, comm.get(), world.size, gpus.link.get());
 
   std::filesystem::create_directories(a.out);
   std::ofstream pred(a.out + "/predictions.jsonl");

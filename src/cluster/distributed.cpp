@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "cluster/device_entries.hpp"
 #include "cluster/dispatch.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/progress.hpp"
@@ -127,7 +128,8 @@ Command next_command(MPI_Comm comm) {
 
 }  // namespace
 
-void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction) {
+void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
+                kernels::DeviceLink* link) {
   announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
@@ -136,6 +138,8 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
     std::fflush(stderr);
   }
   EntrySender sender(comm, 0);
+  std::unique_ptr<DeviceEntrySender> device_sender;
+  if (link != nullptr) device_sender = std::make_unique<DeviceEntrySender>(comm, *link, 0);
   for (;;) {
     Command command = next_command(comm);
     if (std::holds_alternative<Shutdown>(command)) break;
@@ -146,13 +150,27 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
                         ? task.junction
                         : junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
       double seconds = 0;
+      if (task.to_device) {  // the NCCL path: the entry never leaves device memory here
+        HYPIC_REQUIRE(device_sender != nullptr,
+                      "rank 0 asked for an entry through the device link, which this rank lacks");
+        const auto t0 = Clock::now();
+        pic::SegmentEntry e = pic::compute_resident_entry(model, task.tokens, w);
+        link->finish_compute();  // the compute only: earlier entries may still be in transfer
+        seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        store::Entry arrays = pic::take_arrays(std::move(e));
+        arrays.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
+        device_sender->send(task.segment, task.key, std::move(arrays));
+        return;
+      }
       store::Entry e = compute_store_entry(model, task.tokens, w, seconds);
       e.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
       sender.send(task.segment, task.key, e);
     });
     sender.test();
+    if (device_sender) device_sender->test();
   }
   sender.wait_all();
+  if (device_sender) device_sender->wait_all();
 }
 
 void shutdown_workers(MPI_Comm comm) {
@@ -287,13 +305,14 @@ struct RemoteColdSource::State {
   std::map<int64_t, size_t> task_of;  // segment index -> task
   std::unique_ptr<Dispatcher> dispatcher;
   DispatchStats stats;
-  pic::LocalColdSource local;  // with one rank: the engine's own way, so results match
+  pic::LocalColdSource local;           // with one rank: the engine's own way, so results match
+  kernels::DeviceLink* link = nullptr;  // the NCCL path: entries arrive in device memory
 
   State(MPI_Comm c, model::Model& m, CostModel cm) : comm(c), model(m), cost(cm), local(m) {}
 };
 
 RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel cost,
-                                   const std::string& after_death)
+                                   const std::string& after_death, kernels::DeviceLink* link)
     : s_(std::make_unique<State>(comm, model, cost)) {
   s_->workers = comm_size(comm) - 1;
   s_->use_workers = s_->workers;
@@ -301,6 +320,15 @@ RemoteColdSource::RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel
     s_->watch = std::make_unique<WorkerWatch>(comm, after_death);
     s_->receiver = std::make_unique<EntryReceiver>(comm);
     s_->sender = std::make_unique<CommandSender>(comm);
+    if (link != nullptr) {
+      HYPIC_REQUIRE(model.backend().device() != Device::Host,
+                    "entries through a device link need rank 0 to compute on a device");
+      s_->link = link;
+      const kernels::Backend& be = model.backend();
+      s_->receiver->set_device_handler([&be, link](DeviceEntryHeader&& h, int source) {
+        return receive_device_arrays(be, *link, std::move(h), source);
+      });
+    }
   }
 }
 
@@ -349,7 +377,7 @@ void RemoteColdSource::begin(const std::vector<pic::ColdSegment>& cold) {
   for (const pic::ColdSegment& c : cold) {
     costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
     s_->task_of.emplace(c.index, s_->tasks.size());
-    s_->tasks.push_back({c.index, c.key, c.tokens, c.junction});
+    s_->tasks.push_back({c.index, c.key, c.tokens, c.junction, s_->link != nullptr});
     s_->labels.push_back(s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\"");
   }
   const Schedule plan = make_schedule(s_->policy, costs, s_->use_workers);

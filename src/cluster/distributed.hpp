@@ -15,6 +15,7 @@
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
 #include "cluster/watch.hpp"
+#include "hypic/kernels/device_link.hpp"
 #include "pic/engine.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
@@ -32,7 +33,11 @@ inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 // segment; a worker that dies is named by rank 0's WorkerWatch.
 // Testing aid: with HYPIC_DEBUG_WORKER_DELAY_MS=N in its environment, a worker prints
 // "hypic: debug: worker rank R pid P" once and sleeps N ms before each segment.
-void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction);
+// The NCCL path (a `link`, and a Task with to_device): the entry is computed resident on the
+// worker's device (no download), its values go to rank 0's device through the link, beside the
+// next segment's compute, and MPI carries its layout and compute time (device_entries.hpp).
+void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
+                kernels::DeviceLink* link = nullptr);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
@@ -94,8 +99,11 @@ class RemoteColdSource : public pic::ColdSource {
  public:
   // `after_death` ends the message when a worker dies (what became of the store, how to
   // resume).
+  // `link` (the NCCL path; null: host memory and MPI): the workers send their entries into
+  // rank 0's device memory, and take() returns them resident there.
   RemoteColdSource(MPI_Comm comm, model::Model& model, CostModel cost,
-                   const std::string& after_death = "rerun to resume");
+                   const std::string& after_death = "rerun to resume",
+                   kernels::DeviceLink* link = nullptr);
   ~RemoteColdSource() override;
   void begin(const std::vector<pic::ColdSegment>& cold) override;
   pic::SegmentEntry take(int64_t index) override;

@@ -46,11 +46,7 @@ EntryPathChoice choose_entry_path(const std::vector<RankGpu>& ranks,
 }
 
 std::string nccl_entry_transfer_missing() {
-  // NCCL is linked with the CUDA backend, but entries are still sent as host buffers
-  // (EntrySender / EntryReceiver); the device-to-device send is not written yet.
-  return kernels::cuda_device_info().compiled
-             ? "entries between GPUs through NCCL are not implemented yet"
-             : "built without CUDA and NCCL";
+  return kernels::nccl_missing();
 }
 
 std::string GpuPlan::label() const {
@@ -89,7 +85,18 @@ GpuPlan bind_gpus(MPI_Comm comm, const WorldInfo& world, bool on_gpu) {
   for (int r = 0; r < world.size; ++r)
     ranks.push_back({nodes[static_cast<size_t>(r)], gpus[static_cast<size_t>(r)]});
   plan.entries = choose_entry_path(ranks, nccl_entry_transfer_missing());
+  if (plan.entries.path == EntryPath::Nccl) plan.link = open_nccl_link(comm);
   return plan;
+}
+
+std::shared_ptr<kernels::DeviceLink> open_nccl_link(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  kernels::NcclId id{};
+  if (rank == 0) id = kernels::nccl_unique_id();
+  MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, comm);
+  return kernels::nccl_link(id, size, rank);
 }
 
 }  // namespace hypic::cluster

@@ -13,10 +13,12 @@
 // --gpus-per-task and two different ones with it.
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cluster/world.hpp"
+#include "hypic/kernels/device_link.hpp"
 
 namespace hypic::cluster {
 
@@ -56,12 +58,19 @@ struct GpuPlan {
   int device = -1;  // this rank's CUDA device index (-1: host)
   std::string gpu;  // its UUID
   EntryPathChoice entries;
+  // The NCCL path: this rank's link to the others (null on every other path). Give it to
+  // run_worker and RemoteColdSource (cluster/distributed.hpp).
+  std::shared_ptr<kernels::DeviceLink> link;
   std::string label() const;  // the run header's "entries: …" text
 };
 
 // Collective over `comm`. With `on_gpu`, picks and makes current this rank's device
 // (before anything is allocated there), then gathers every rank's node and GPU and chooses
-// the entry path.
+// the entry path; on the NCCL path, rank 0 makes NCCL's unique id, MPI_Bcast sends it to all,
+// and every rank opens its link (open_nccl_link).
 GpuPlan bind_gpus(MPI_Comm comm, const WorldInfo& world, bool on_gpu);
+
+// Collective over `comm`: the NCCL link of every rank (the id made on rank 0 and broadcast).
+std::shared_ptr<kernels::DeviceLink> open_nccl_link(MPI_Comm comm);
 
 }  // namespace hypic::cluster

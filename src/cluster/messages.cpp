@@ -20,6 +20,7 @@ namespace {
 constexpr uint32_t kEntryMagic = 0x45505948;    // "HYPE" as little-endian bytes
 constexpr uint32_t kCommandMagic = 0x43505948;  // "HYPC"
 constexpr uint32_t kFailureMagic = 0x46505948;  // "HYPF"
+constexpr uint32_t kDeviceMagic = 0x44505948;   // "HYPD"
 constexpr uint64_t kHeaderMagic = 0x3148444850594831;
 constexpr uint32_t kEntryVersion = 1;
 constexpr uint32_t kCommandTask = 1;
@@ -99,6 +100,7 @@ class Reader {
                   std::to_string(size_ - at_) + " bytes left");
     }
   }
+  size_t remaining() const { return size_ - at_; }
   void expect_end() const {
     HYPIC_REQUIRE(at_ == size_, std::string(what_) + " has " + std::to_string(size_ - at_) +
                                     " unexpected trailing bytes");
@@ -231,6 +233,85 @@ EntryMessage deserialize_entry(const uint8_t* data, size_t size) {
   return m;
 }
 
+// ---- entry layouts and the NCCL path's header ---------------------------------------------
+
+bool operator==(const ArrayShape& a, const ArrayShape& b) {
+  return a.name == b.name && a.shape == b.shape;
+}
+
+bool operator==(const EntryLayout& a, const EntryLayout& b) {
+  return a.segment == b.segment && a.key == b.key && a.n_tokens == b.n_tokens &&
+         a.arrays == b.arrays;
+}
+
+EntryLayout layout_of(int64_t segment, const std::string& key, const store::Entry& entry) {
+  EntryLayout l{segment, key, entry.n_tokens, {}};
+  for (const auto& [name, tensor] : entry.arrays) l.arrays.push_back({name, tensor.shape()});
+  return l;
+}
+
+Bytes serialize_device_header(int64_t segment, const std::string& key, const store::Entry& entry) {
+  store::Entry host;
+  host.n_tokens = entry.n_tokens;
+  Writer w;
+  w.put(kDeviceMagic);
+  w.put(kEntryVersion);
+  uint32_t n_device = 0;
+  for (const auto& [name, tensor] : entry.arrays) n_device += tensor.device() != Device::Host;
+  w.put(n_device);
+  for (const auto& [name, tensor] : entry.arrays) {
+    if (tensor.device() == Device::Host) {
+      host.arrays.emplace(name, tensor);
+      continue;
+    }
+    HYPIC_REQUIRE(tensor.dtype() == DType::F32, "device entry array " + name + " is not f32 (" +
+                                                    dtype_name(tensor.dtype()) + ")");
+    w.put_string(name);
+    w.put(static_cast<uint32_t>(tensor.rank()));
+    for (int64_t d : tensor.shape()) w.put(d);
+  }
+  // The identity and the host arrays as an entry message of their own (same checks on read).
+  const Bytes rest = serialize_entry(segment, key, host);
+  w.append(rest.data(), rest.size());
+  return w.take();
+}
+
+DeviceEntryHeader deserialize_device_header(const uint8_t* data, size_t size) {
+  Reader r(data, size, "device entry header");
+  HYPIC_REQUIRE(r.get<uint32_t>() == kDeviceMagic, "device entry header has a wrong magic number");
+  const uint32_t version = r.get<uint32_t>();
+  HYPIC_REQUIRE(version == kEntryVersion, "device entry header version " + std::to_string(version) +
+                                              "; run the same hypic binary on every rank");
+  const uint32_t n_device = r.get<uint32_t>();
+  DeviceEntryHeader h;
+  for (uint32_t i = 0; i < n_device; ++i) {
+    ArrayShape a;
+    a.name = r.get_string();
+    const uint32_t rank = r.get<uint32_t>();
+    HYPIC_REQUIRE(rank <= 16,
+                  "device entry header: array '" + a.name + "' has rank " + std::to_string(rank));
+    r.need_items(rank, sizeof(int64_t));
+    a.shape.resize(rank);
+    for (int64_t& d : a.shape) {
+      d = r.get<int64_t>();
+      HYPIC_REQUIRE(d >= 0, "device entry header: array '" + a.name + "' has a negative dimension");
+    }
+    HYPIC_REQUIRE(h.device.arrays.empty() || h.device.arrays.back().name < a.name,
+                  "device entry header: arrays out of order or named twice");
+    h.device.arrays.push_back(std::move(a));
+  }
+  const size_t at = size - r.remaining();
+  EntryMessage m = deserialize_entry(data + at, size - at);
+  for (const auto& [name, tensor] : m.entry.arrays)
+    for (const ArrayShape& a : h.device.arrays)
+      HYPIC_REQUIRE(a.name != name, "device entry header names array " + name + " twice");
+  h.device.segment = m.segment;
+  h.device.key = std::move(m.key);
+  h.device.n_tokens = m.entry.n_tokens;
+  h.host = std::move(m.entry);
+  return h;
+}
+
 // ---- commands ----------------------------------------------------------------------------
 
 Bytes serialize_command(const Command& command) {
@@ -243,6 +324,7 @@ Bytes serialize_command(const Command& command) {
     w.put(static_cast<uint64_t>(task->tokens.size()));
     w.append(task->tokens.data(), task->tokens.size() * sizeof(int32_t));
     w.put(task->junction);
+    w.put(static_cast<uint8_t>(task->to_device ? 1 : 0));
   } else {
     w.put(kCommandShutdown);
   }
@@ -266,6 +348,9 @@ Command deserialize_command(const uint8_t* data, size_t size) {
   task.tokens.resize(n);
   r.read(task.tokens.data(), n * sizeof(int32_t));
   task.junction = r.get<int32_t>();
+  const uint8_t to_device = r.get<uint8_t>();
+  HYPIC_REQUIRE(to_device <= 1, "command message: bad entry route " + std::to_string(to_device));
+  task.to_device = to_device == 1;
   r.expect_end();
   return task;
 }
@@ -514,8 +599,39 @@ void EntryReceiver::on_failure(const MPI_Status& status) {
   throw WorkerFailure(std::move(report));
 }
 
+void EntryReceiver::receive_device_headers() {
+  for (;;) {
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int found = 0;
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kTagDeviceEntry, comm_, &found, &message, &status),
+              "MPI_Improbe(device entry)");
+    if (!found) return;
+    int count = 0;
+    check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    Bytes bytes(static_cast<size_t>(count));
+    check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE),
+              "MPI_Mrecv(device entry)");
+    const int source = status.MPI_SOURCE;
+    const std::string from = "device entry from rank " + std::to_string(source);
+    HYPIC_REQUIRE(device_handler_ != nullptr,
+                  from + ", but this rank has no device link (run the same hypic on every rank)");
+    DeviceEntryHeader h;
+    try {
+      h = deserialize_device_header(bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      throw Error(from + ": " + e.what());
+    }
+    const int64_t segment = h.device.segment;
+    std::string key = h.device.key;
+    store::Entry entry = device_handler_(std::move(h), source);
+    device_ready_.push_back({source, segment, std::move(key), std::move(entry)});
+  }
+}
+
 std::vector<ReceivedEntry> EntryReceiver::collect_complete() {
-  std::vector<ReceivedEntry> out;
+  std::vector<ReceivedEntry> out = std::move(device_ready_);
+  device_ready_.clear();
   for (auto it = incoming_.begin(); it != incoming_.end();) {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done,
@@ -554,6 +670,7 @@ std::vector<ReceivedEntry> EntryReceiver::poll() {
     if (!arrived) break;
     on_header(status);
   }
+  receive_device_headers();
   return collect_complete();
 }
 
@@ -561,6 +678,10 @@ std::vector<ReceivedEntry> EntryReceiver::wait_some() {
   while (true) {
     std::vector<ReceivedEntry> out = poll();
     if (!out.empty()) return out;
+    if (device_handler_) {  // device headers are probed, not posted: no MPI_Waitany for them
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
     // Sleep in MPI until anything happens: a failure, a header, or a chunk of data.
     std::vector<MPI_Request> requests{failure_request_, header_request_};
     std::vector<MPI_Request*> owners{&failure_request_, &header_request_};

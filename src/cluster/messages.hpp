@@ -4,7 +4,10 @@
 //    Shutdown; one tag for both, so a worker sees them in the order they were sent;
 //  - worker -> rank 0, tags kTagEntryHeader + kTagEntryData: a finished segment entry, a
 //    40-byte header (segment, size, chunk size, CRC32C) then the serialised entry in chunks;
-//  - worker -> rank 0, tag kTagFailure: a FailureReport (rank, segment, what went wrong).
+//  - worker -> rank 0, tag kTagFailure: a FailureReport (rank, segment, what went wrong);
+//  - worker -> rank 0, tag kTagDeviceEntry (the NCCL path, cluster/device_entries.hpp): an
+//    entry's layout (segment, key, array names and shapes) and its small host arrays, while
+//    the arrays' values go device to device through the DeviceLink.
 // All ranks of a job run the same binary on the same architecture: numbers travel in the
 // host's byte order, floats bit for bit.
 #include <mpi.h>
@@ -33,6 +36,7 @@ enum Tag : int {
   kTagEntryData = 0x4803,
   kTagFailure = 0x4804,
   kTagHello = 0x4805,  // worker -> rank 0, once: who this process is (cluster/watch.hpp)
+  kTagDeviceEntry = 0x4806,
 };
 
 using Bytes = std::vector<uint8_t>;
@@ -52,6 +56,34 @@ struct EntryMessage {
 Bytes serialize_entry(int64_t segment, const std::string& key, const store::Entry& entry);
 EntryMessage deserialize_entry(const uint8_t* data, size_t size);
 
+// An entry's identity and its arrays' names and shapes, without their values: the same for an
+// entry sent through MPI (decoded) and through NCCL (its header), which is what the NCCL path
+// must keep (tests/unit/device_entries_test.cpp).
+struct ArrayShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+struct EntryLayout {
+  int64_t segment = 0;
+  std::string key;
+  int64_t n_tokens = 0;
+  std::vector<ArrayShape> arrays;  // in name order (the messages' and the store's order)
+};
+bool operator==(const ArrayShape& a, const ArrayShape& b);
+bool operator==(const EntryLayout& a, const EntryLayout& b);
+EntryLayout layout_of(int64_t segment, const std::string& key, const store::Entry& entry);
+
+// The NCCL path's MPI message: the layout of the entry's arrays in device memory (their values
+// follow through the DeviceLink, in this order) and its host arrays with their values (the
+// worker's compute time). serialize_device_header takes an entry whose arrays are device
+// tensors and host tensors; deserialize_device_header is its inverse.
+struct DeviceEntryHeader {
+  EntryLayout device;  // segment, key, n_tokens and the device arrays
+  store::Entry host;   // the host arrays (n_tokens as above)
+};
+Bytes serialize_device_header(int64_t segment, const std::string& key, const store::Entry& entry);
+DeviceEntryHeader deserialize_device_header(const uint8_t* data, size_t size);
+
 // ---- rank 0 -> worker commands -----------------------------------------------------------
 
 struct Task {
@@ -60,6 +92,9 @@ struct Task {
   std::vector<int32_t> tokens;
   int32_t junction = -1;  // w, junction tokens (-1: the worker's own junction spec decides);
                           // a chat session changes the junction between questions
+  // The entry goes to rank 0's device through the worker's DeviceLink (the NCCL path), not
+  // through host memory and MPI; set by rank 0 only when both ends have a link.
+  bool to_device = false;
 };
 struct Shutdown {};
 using Command = std::variant<Task, Shutdown>;
@@ -189,6 +224,12 @@ class EntryReceiver {
   // Blocks until at least one entry is complete (or a failure arrives). Blocks forever when
   // nothing is on its way: call it only while entries are expected.
   std::vector<ReceivedEntry> wait_some();
+  // The NCCL path: called for each device-entry header with the header and its sender; returns
+  // the entry's arrays (the host ones from the header, the device ones allocated and their
+  // receives queued so that later compute sees them). Such an entry is complete at once. A
+  // device header without a handler is an error.
+  using DeviceEntryHandler = std::function<store::Entry(DeviceEntryHeader&&, int source)>;
+  void set_device_handler(DeviceEntryHandler handler) { device_handler_ = std::move(handler); }
   size_t in_flight() const { return incoming_.size(); }  // headers in, data not yet complete
 
  private:
@@ -196,6 +237,8 @@ class EntryReceiver {
   void post_header_receive();
   void post_failure_receive();
   void on_header(const MPI_Status& status);
+  // Receives the device-entry headers that have arrived (probed: their size varies).
+  void receive_device_headers();
   [[noreturn]] void on_failure(const MPI_Status& status);
   std::vector<ReceivedEntry> collect_complete();
 
@@ -204,6 +247,8 @@ class EntryReceiver {
   MPI_Request header_request_ = MPI_REQUEST_NULL;
   Bytes failure_buffer_;
   MPI_Request failure_request_ = MPI_REQUEST_NULL;
+  DeviceEntryHandler device_handler_;
+  std::vector<ReceivedEntry> device_ready_;  // device entries handed over by the handler
   std::list<Incoming> incoming_;
 };
 

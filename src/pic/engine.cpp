@@ -45,6 +45,9 @@ SegmentEntry LocalColdSource::take(int64_t index) {
                 "cold source: segment " + std::to_string(index) + " was not announced");
   const ColdSegment seg = std::move(it->second);
   pending_.erase(it);
+  // On a device the entry stays there: no download, and no upload into the memory tier.
+  if (model_.backend().device() != Device::Host)
+    return compute_resident_entry(model_, seg.tokens, seg.junction);
   return compute_entry(model_, seg.tokens, seg.junction);
 }
 
@@ -260,16 +263,21 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
 std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
-    round_to_dtype(computed, store_->dtype());
-    if (store_->writable()) store_->put(key, store_view(computed));  // from its own buffers
+    round_to_dtype(computed, store_->dtype(), &model_.backend());
+    if (store_->writable()) {
+      if (computed.resident())  // the store keeps host arrays: one download, for it only
+        store_->put(key, store_view(download_entry(computed)));
+      else
+        store_->put(key, store_view(computed));  // from its own buffers
+    }
   }
   return keep_in_memory(key, std::move(computed));
 }
 
 std::shared_ptr<const SegmentEntry> Engine::keep_in_memory(const std::string& key,
                                                            SegmentEntry entry) {
-  auto e = std::make_shared<const SegmentEntry>(uploader_ ? uploader_->upload(std::move(entry))
-                                                          : std::move(entry));
+  auto e = std::make_shared<const SegmentEntry>(
+      uploader_ && !entry.resident() ? uploader_->upload(std::move(entry)) : std::move(entry));
   entries_.put(key, e, e->bytes());
   return e;
 }

@@ -97,8 +97,10 @@ struct ColdSegment {
 // Where a query's cold entries come from: computed in place (LocalColdSource) or by the
 // workers (cluster::RemoteColdSource, rank 0's view of them). begin() gets every cold segment
 // of a query before the composition starts; take() is then called in prompt order and blocks
-// until that entry is there. Entries come as compute_entry returns them (f32, not yet rounded
-// to the store).
+// until that entry is there. Entries come f32, not yet rounded to the store: in host memory
+// (compute_entry; entries through MPI) or resident on the model's device (computed there,
+// compute_resident_entry, or received there through NCCL), which the memory tier then keeps
+// without an upload.
 class ColdSource {
  public:
   virtual ~ColdSource() = default;
@@ -160,10 +162,11 @@ class Engine {
   };
   // The memory tier, then the store; a null entry when the segment is cold.
   Lookup lookup_cached(const std::string& key, int w, QueryResult& r);
-  // Rounds a freshly computed entry to the store's dtype, writes it back, keeps it in memory.
+  // Rounds a freshly computed entry to the store's dtype (on the device when resident), writes
+  // it back (a resident one downloaded for that), keeps it in memory.
   std::shared_ptr<const SegmentEntry> keep_cold(const std::string& key, SegmentEntry computed);
-  // Puts a host entry into the memory tier: resident on the model's device when it computes
-  // on one (uploaded once, EntryUploader), as it is on the host.
+  // Puts an entry into the memory tier: resident on the model's device when it computes on one
+  // (a host entry uploaded once, EntryUploader; a resident one as it is), else on the host.
   std::shared_ptr<const SegmentEntry> keep_in_memory(const std::string& key, SegmentEntry entry);
   void run_full(const Query& q, QueryResult& r);
   void run_prefix(const Query& q, QueryResult& r);

@@ -6,6 +6,7 @@
 #include "common/copy_stats.hpp"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/blas.hpp"
+#include "model/weights.hpp"
 
 namespace hypic::pic {
 namespace {
@@ -51,20 +52,21 @@ size_t SegmentEntry::bytes() const {
   return total;
 }
 
-SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w) {
-  const model::ModelConfig& cfg = model.config();
+namespace {
+
+// The segment's prefill for its entry, on the model's backend: the window c_0 … c_{w−1}, each
+// linear layer's state S_w kept (in `state_w`), then the rest capturing T_R.
+model::InferenceCache prefill_segment(model::Model& model, const std::vector<int32_t>& tokens,
+                                      int w, std::vector<Tensor>& state_w) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   HYPIC_REQUIRE(n > 0, "a segment needs at least one token");
   HYPIC_REQUIRE(w >= 0 && w < n, "junction window of " + std::to_string(w) +
                                      " tokens does not fit a segment of " + std::to_string(n));
-  const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
-            dv = cfg.linear_value_head_dim;
-
   model::InferenceCache cache = model.new_cache();
   if (w > 0)
     model.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + w), cache,
                   model::LogitsMode::None);
-  std::vector<Tensor> state_w(cache.layers.size());
+  state_w.assign(cache.layers.size(), Tensor());
   for (size_t l = 0; l < cache.layers.size(); ++l) {
     model::LayerCache& lc = cache.layers[l];
     if (!model::is_linear_kind(lc.kind)) continue;
@@ -74,6 +76,22 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   }
   model.prefill(std::vector<int32_t>(tokens.begin() + w, tokens.end()), cache,
                 model::LogitsMode::None);
+  return cache;
+}
+
+bool scalar_kind(model::LayerKind kind) {  // lightning layers: T is one scalar per head
+  return kind == model::LayerKind::Lightning || kind == model::LayerKind::RingLinear;
+}
+
+}  // namespace
+
+SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w) {
+  const model::ModelConfig& cfg = model.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
+            dv = cfg.linear_value_head_dim;
+  std::vector<Tensor> state_w;
+  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w);
   // Entries live in host memory (the store's and the memory tier's format): a model computing
   // on a device hands its cache down once here, and the rest runs on the host.
   const bool on_host = model.backend().device() == Device::Host;
@@ -94,8 +112,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
     if (model::is_linear_kind(lc.kind)) {
       // Lightning layers (MiniMax's, Ring's: one constant decay per head) keep T as one scalar
       // per head; Ring's have no conv (an empty tensor moves).
-      const bool scalar =
-          lc.kind == model::LayerKind::Lightning || lc.kind == model::LayerKind::RingLinear;
+      const bool scalar = scalar_kind(lc.kind);
       HYPIC_REQUIRE(
           lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
           "the forward pass did not capture the transition of layer " + std::to_string(l));
@@ -109,12 +126,11 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
       s.tokens = n - w;
       s.t = lc.transition.take_vector();
       s.s = lc.state.take_vector();
-      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head
+      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head (the device's op)
         const float* sw = state_w[l].data();
-        const size_t per = static_cast<size_t>(dk) * dv;
+        const int64_t per = static_cast<int64_t>(dk) * dv;
         for (int h = 0; h < Hv; ++h)
-          for (size_t i = 0; i < per; ++i)
-            s.s[h * per + i] -= s.t[static_cast<size_t>(h)] * sw[h * per + i];
+          be.axpby(sw + h * per, s.s.data() + h * per, per, -s.t[static_cast<size_t>(h)], 1.0f);
       } else if (w > 0) {  // S(R|0) = S_n − T_R · S_w, head by head
         be.gemm_strided_batched(false, false, dk, dv, dk, -1.0f, s.t.data(), dk, int64_t(dk) * dk,
                                 state_w[l].data(), dv, int64_t(dk) * dv, 1.0f, s.s.data(), dv,
@@ -131,6 +147,124 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
     }
   }
   return entry;
+}
+
+SegmentEntry compute_resident_entry(model::Model& model, const std::vector<int32_t>& tokens,
+                                    int w) {
+  const kernels::Backend& be = model.backend();
+  const Device dev = be.device();
+  HYPIC_REQUIRE(dev != Device::Host, "a resident entry needs a model computing on a device");
+  const model::ModelConfig& cfg = model.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
+            dv = cfg.linear_value_head_dim;
+  std::vector<Tensor> state_w;
+  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w);
+
+  // The same arrays compute_entry downloads, formed by the same ops on the device.
+  SegmentEntry entry;
+  entry.n_tokens = n;
+  entry.junction = w;
+  entry.where = dev;
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
+    model::LayerCache& lc = cache.layers[l];
+    if (model::is_linear_kind(lc.kind)) {
+      const bool scalar = scalar_kind(lc.kind);
+      HYPIC_REQUIRE(
+          lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
+          "the forward pass did not capture the transition of layer " + std::to_string(l));
+      LinearLayerEntry le;
+      le.layer = static_cast<int>(l);
+      LinearSummary& s = le.summary;  // dimensions only: the arrays are in `device`
+      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
+      s.heads = Hv;
+      s.dk = dk;
+      s.dv = dv;
+      s.tokens = n - w;
+      le.device.t = std::move(lc.transition);
+      le.device.t.reshape({le.device.t.numel()});
+      le.device.s = std::move(lc.state);
+      le.device.s.reshape({le.device.s.numel()});
+      float* st = model::f32(le.device.s);
+      const float* sw = w > 0 ? model::f32(state_w[l]) : nullptr;
+      const int64_t per = static_cast<int64_t>(dk) * dv;
+      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w: H scalars come down, one op per head
+        const std::vector<float> t = le.device.t.to_vector();
+        for (int h = 0; h < Hv; ++h)
+          be.axpby(sw + h * per, st + h * per, per, -t[static_cast<size_t>(h)], 1.0f);
+      } else if (w > 0) {  // S(R|0) = S_n − T_R · S_w, head by head
+        be.gemm_strided_batched(false, false, dk, dv, dk, -1.0f, model::f32(le.device.t), dk,
+                                int64_t(dk) * dk, sw, dv, per, 1.0f, st, dv, per, Hv);
+      }
+      le.conv = std::move(lc.conv);
+      entry.linear.push_back(std::move(le));
+    } else {
+      AttentionLayerEntry ae;
+      ae.layer = static_cast<int>(l);
+      auto tail = [&](const Tensor& t) {  // rows w … n−1, copied within the device
+        const int64_t row = t.dim(1) * t.dim(2);
+        Tensor out({n - w, t.dim(1), t.dim(2)}, DType::F32, dev, &be);
+        if (!out.empty()) be.copy_within(out.raw(), model::f32(t) + w * row, out.bytes());
+        return out;
+      };
+      ae.k = tail(lc.k);
+      if (lc.kind != model::LayerKind::Mla) ae.v = tail(lc.v);
+      entry.attention.push_back(std::move(ae));
+    }
+  }
+  return entry;
+}
+
+SegmentEntry download_entry(const SegmentEntry& resident) {
+  HYPIC_REQUIRE(resident.resident(), "download_entry: the entry is already in host memory");
+  SegmentEntry out;
+  out.n_tokens = resident.n_tokens;
+  out.junction = resident.junction;
+  for (const LinearLayerEntry& l : resident.linear) {
+    LinearLayerEntry le;
+    le.layer = l.layer;
+    le.summary = l.summary;  // dimensions (the host vectors of a resident entry are empty)
+    auto down = [](const Tensor& t) { return t.empty() ? std::vector<float>() : t.to_vector(); };
+    le.summary.t = down(l.device.t);
+    le.summary.x = down(l.device.x);
+    le.summary.y = down(l.device.y);
+    le.summary.s = down(l.device.s);
+    if (l.conv.rank() > 0) le.conv = l.conv.to(Device::Host);
+    out.linear.push_back(std::move(le));
+  }
+  for (const AttentionLayerEntry& a : resident.attention) {
+    AttentionLayerEntry ae;
+    ae.layer = a.layer;
+    ae.k = a.k.to(Device::Host);
+    if (a.v.rank() > 0) ae.v = a.v.to(Device::Host);
+    out.attention.push_back(std::move(ae));
+  }
+  stats::count_entry_copy(out.bytes());
+  return out;
+}
+
+store::Entry take_arrays(SegmentEntry&& entry) {
+  store::Entry out;
+  out.n_tokens = entry.n_tokens;
+  const bool resident = entry.resident();
+  for (LinearLayerEntry& l : entry.linear) {
+    LinearSummary& s = l.summary;
+    HYPIC_REQUIRE(s.x.empty() && l.device.x.empty(),
+                  "take_arrays: a low-rank summary has no store arrays");
+    Tensor t = resident ? std::move(l.device.t) : Tensor::from_vector(t_shape(s), std::move(s.t));
+    Tensor st = resident ? std::move(l.device.s)
+                         : Tensor::from_vector({s.heads, s.dk, s.dv}, std::move(s.s));
+    t.reshape(t_shape(s));
+    st.reshape({s.heads, s.dk, s.dv});
+    out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
+    out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), std::move(l.conv));
+  }
+  for (AttentionLayerEntry& a : entry.attention) {
+    out.arrays.emplace(attn_name(a.layer, "K"), std::move(a.k));
+    if (a.v.rank() > 0) out.arrays.emplace(attn_name(a.layer, "V"), std::move(a.v));
+  }
+  return out;
 }
 
 store::Entry to_store_entry(const SegmentEntry& entry) {
@@ -183,6 +317,20 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   SegmentEntry entry;
   entry.n_tokens = n;
   entry.junction = w;
+  // Arrays in a device's memory (received through NCCL) make a resident entry: all or none.
+  if (!stored.arrays.empty()) entry.where = stored.arrays.begin()->second.device();
+  for (const auto& [name, t] : stored.arrays)
+    HYPIC_REQUIRE(t.device() == entry.where,
+                  "segment entry array " + name + " is in " + device_name(t.device()) +
+                      " memory, the others in " + device_name(entry.where) + " memory");
+  auto vector_or_device = [&](Tensor t, std::vector<float>& host, Tensor& device) {
+    if (entry.where == Device::Host) {
+      host = t.take_vector();
+    } else {
+      t.reshape({t.numel()});
+      device = std::move(t);
+    }
+  };
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
     if (model::is_linear_kind(kind)) {
@@ -197,8 +345,8 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       s.dk = static_cast<int>(dk);
       s.dv = static_cast<int>(dv);
       s.tokens = n - w;
-      s.t = take(stored, linear_name(l, "T"), t_shape(s)).take_vector();
-      s.s = take(stored, linear_name(l, "S"), {Hv, dk, dv}).take_vector();
+      vector_or_device(take(stored, linear_name(l, "T"), t_shape(s)), s.t, le.device.t);
+      vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
       if (!scalar)
         le.conv = take(stored, linear_name(l, "conv"),
                        {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
@@ -215,9 +363,27 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
   return entry;
 }
 
-void round_to_dtype(SegmentEntry& entry, DType dtype) {
-  HYPIC_REQUIRE(!entry.resident(), "a device-resident segment entry has no host arrays to round");
+void round_to_dtype(SegmentEntry& entry, DType dtype, const kernels::Backend* be) {
   if (dtype == DType::F32) return;
+  if (entry.resident()) {  // on the device, by the same rounding (Backend::round_to_dtype)
+    HYPIC_REQUIRE(be != nullptr && be->device() == entry.where,
+                  "rounding a resident segment entry needs the backend of its device");
+    auto round = [&](Tensor& t) {
+      if (!t.empty()) be->round_to_dtype(model::f32(t), t.numel(), dtype);
+    };
+    for (LinearLayerEntry& l : entry.linear) {
+      round(l.device.t);
+      round(l.device.x);
+      round(l.device.y);
+      round(l.device.s);
+      round(l.conv);
+    }
+    for (AttentionLayerEntry& a : entry.attention) {
+      round(a.k);
+      round(a.v);
+    }
+    return;
+  }
   auto round = [&](float* x, size_t n) {
     store::round_in_place(dtype, x, n);
     stats::count_entry_copy(n * sizeof(float));

@@ -56,18 +56,29 @@ struct SegmentEntry {
 // empty cache: prefill c_0 … c_{w−1}, keep each linear layer's state S_w, prefill the rest
 // capturing T_R, then S(R|0) = S_n − T_R · S_w (exact by linearity).
 SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w);
+// The same entry left where the model computed it: resident on the model's device (as
+// EntryUploader would leave its host copy), with no download and no upload. The model must
+// compute on a device. download_entry of it equals compute_entry bit for bit.
+SegmentEntry compute_resident_entry(model::Model& model, const std::vector<int32_t>& tokens, int w);
+// A host copy of a resident entry (the store's and the MPI messages' format).
+SegmentEntry download_entry(const SegmentEntry& resident);
 
 // Store arrays: "linear/<l>/T", "linear/<l>/S", "linear/<l>/conv", "attn/<l>/K", "attn/<l>/V"
 // (l = the model's layer index).
 store::Entry to_store_entry(const SegmentEntry& entry);
 // The same arrays by reference (no copy), for SegmentStore::put; valid while `entry` lives.
 store::EntryView store_view(const SegmentEntry& entry);
+// The arrays of an entry, host or resident, moved out under the store's names (device tensors
+// for a resident entry): what the NCCL path sends (cluster/device_entries.hpp).
+store::Entry take_arrays(SegmentEntry&& entry);
 // The inverse, checking every array's presence and shape against the model; consumes
-// `stored`. Throws hypic::Error naming the first array that does not fit.
+// `stored`. Throws hypic::Error naming the first array that does not fit. Arrays in a device's
+// memory (all of them, received through NCCL) make a resident entry.
 SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& config, int w);
 
 // Rounds every array of `entry` to what the store keeps in `dtype`, so an entry used right
-// after it is computed composes exactly as it will when read back.
-void round_to_dtype(SegmentEntry& entry, DType dtype);
+// after it is computed composes exactly as it will when read back. A resident entry is rounded
+// on the device by `be` (its backend; required then).
+void round_to_dtype(SegmentEntry& entry, DType dtype, const kernels::Backend* be = nullptr);
 
 }  // namespace hypic::pic

@@ -16,6 +16,7 @@
 #include "../unit/pic_test_util.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
+#include "mpi_device_link.hpp"
 #include "pic/engine.hpp"
 #include "store/segment_store.hpp"
 
@@ -287,6 +288,77 @@ TEST(Distributed, RankZeroCopiesOfAColdEntry) {
   EXPECT_LE(per_byte, (comm.size() > 1 ? 2.5 : 1.5) + staging + 0.01);
   hypic::cluster::shutdown_workers(comm.get());
   st.close();
+  fs::remove_all(dir);
+}
+
+// The NCCL path on any machine (issue #14): every rank computes on the stand-in device, the
+// workers compute their entries resident and send them through a device link (an MPI stand-in
+// for NCCL here), and rank 0 receives them into device memory and splices them from there: the
+// answers, first-token logits and the bf16 store equal one process's bit for bit, and no cold
+// entry is uploaded on rank 0 (none passes through its host memory to the memory tier).
+TEST(Distributed, EntriesThroughADeviceLinkGiveWhatOneProcessGives) {
+  const auto host = pic_test::remembering_tiny_host_model("qwen3_5", 7);
+  hypic::model::Model model(host.config(),
+                            hypic::model::to_backend(host.weights(), pic_test::fake_device()),
+                            pic_test::fake_device());
+  const std::string fp = "test-fingerprint";
+  const hypic::pic::EngineOptions eo = pic_options();
+  const Communicator comm = Communicator::world().duplicate();
+  pic_test::MpiDeviceLink link(comm.get());
+  if (comm.rank() != 0) {
+    hypic::cluster::run_worker(comm.get(), model, eo.junction, &link);
+    EXPECT_GT(link.bytes_sent, 0u) << "rank " << comm.rank() << " sent no entry";
+    return;
+  }
+  const int vocab = model.config().vocab_size;
+  const auto docs = corpus(vocab);
+  std::mt19937 rng(4);
+  std::vector<hypic::pic::Query> queries;
+  for (int q = 0; q < 2; ++q) {
+    hypic::pic::Query query;
+    query.id = "q" + std::to_string(q);
+    if (q == 1) query.prefix = pic_test::random_tokens(rng, 5, vocab);
+    for (int s = 0; s < 5; ++s)
+      query.segments.push_back(docs[static_cast<size_t>((q * 4 + s) % 9)]);
+    query.question = pic_test::random_tokens(rng, 6, vocab);
+    query.max_new_tokens = 3;
+    queries.push_back(query);
+  }
+  const fs::path dir = scratch("devlink");
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::DType::BF16);
+  SegmentStore many = new_store(dir / "many.h5", fp, hypic::DType::BF16);
+  Engine reference(model, fp, eo, &one);
+  Engine spread(model, fp, eo, &many);
+  hypic::cluster::RemoteColdSource cold(comm.get(), model, hypic::cluster::CostModel(0.0, 1.0, 0.0),
+                                        "rerun to resume", &link);
+  spread.set_cold_source(&cold);
+  int cold_total = 0;
+  for (const auto& query : queries) {
+    const auto a = reference.run(query);
+    const auto b = spread.run(query);
+    EXPECT_EQ(a.answer, b.answer) << query.id;
+    expect_same_bits(a.first_logits, b.first_logits, query.id);
+    EXPECT_EQ(a.cold, b.cold) << query.id;
+    cold_total += b.cold;
+  }
+  EXPECT_GT(cold_total, 0);
+  EXPECT_EQ(spread.entries_uploaded(), 0u);  // resident as they arrived (or were computed)
+  if (comm.size() > 1) {
+    EXPECT_EQ(link.receives, static_cast<uint64_t>(cold_total));
+    EXPECT_GT(link.bytes_received, 0u);
+  } else {
+    EXPECT_EQ(link.receives, 0u);  // one rank: computed in place, on its device
+  }
+  ASSERT_EQ(one.size(), many.size());
+  for (const std::string& k : one.keys()) {
+    const auto a = one.get(k), b = many.get(k);
+    ASSERT_TRUE(a && b) << k;
+    for (const auto& [name, t] : a->arrays)
+      expect_same_bits(t.to_vector(), b->arrays.at(name).to_vector(), k + " " + name);
+  }
+  hypic::cluster::shutdown_workers(comm.get());
+  one.close();
+  many.close();
   fs::remove_all(dir);
 }
 

@@ -145,6 +145,10 @@ TEST(DevicePlumbing, HotEntriesStayOnTheDeviceAndGoUpOnce) {
   so.dtype = hypic::DType::F32;  // no rounding: the host engine keeps no store
   auto store = hypic::store::SegmentStore::create(dir + "/s.h5", so);
   pic::Engine eh(host, "fp", o), ed(dev, "fp", o, &store);
+  // Cold entries as host entries (as they come through MPI): each goes up once. Computed on
+  // the device they would not go up at all (ColdEntriesComputedOnTheDeviceNeverGoUp).
+  pic::LocalColdSource host_cold(host);
+  ed.set_cold_source(&host_cold);
   EXPECT_EQ(eh.entries_uploaded(), 0u);
 
   uint64_t up0 = fd.uploaded;
@@ -207,6 +211,104 @@ TEST(DevicePlumbing, ResidentEntriesRefuseHostUses) {
   EXPECT_THROW(hypic::pic::compose_segments(host, {{&seg, &e}}, false, hc), hypic::Error);
   auto dc = dev.new_cache();
   EXPECT_NO_THROW(hypic::pic::compose_segments(dev, {{&seg, &e}}, false, dc));
+}
+
+// The cold-entry round trip (issue #14): an entry computed on the device stays there. Its
+// host copy (downloaded for the store only) equals the host computation bit for bit, for
+// every kind of layer; and an engine on the device keeps cold entries resident with no upload.
+TEST(DevicePlumbing, EntriesComputedResidentEqualTheHostsBitForBit) {
+  for (const std::string arch : {"qwen3_5", "bailing_moe_linear", "kimi_linear", "minimax"}) {
+    model::Model host = pic_test::remembering_tiny_host_model(arch, 9);
+    model::Model dev = on_fake_device(host);
+    std::mt19937 rng(12);
+    const auto seg = pic_test::random_tokens(rng, 57, host.config().vocab_size);
+    for (int w : {0, 8}) {
+      const hypic::pic::SegmentEntry r = hypic::pic::compute_resident_entry(dev, seg, w);
+      ASSERT_TRUE(r.resident()) << arch;
+      for (const auto& l : r.linear) {
+        EXPECT_TRUE(l.summary.s.empty() && l.summary.t.empty()) << arch << ": host arrays";
+        EXPECT_EQ(l.device.s.device(), Device::Cuda);
+      }
+      for (const auto& a : r.attention) EXPECT_EQ(a.k.device(), Device::Cuda);
+      const hypic::store::Entry want =
+          hypic::pic::to_store_entry(hypic::pic::compute_entry(host, seg, w));
+      const hypic::store::Entry got = hypic::pic::to_store_entry(hypic::pic::download_entry(r));
+      ASSERT_EQ(got.arrays.size(), want.arrays.size()) << arch;
+      for (const auto& [name, t] : want.arrays) {
+        ASSERT_TRUE(got.arrays.count(name)) << arch << " " << name;
+        EXPECT_EQ(got.arrays.at(name).shape(), t.shape()) << arch << " " << name;
+        const std::vector<float> a = got.arrays.at(name).to_vector(), b = t.to_vector();
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << arch << " w=" << w << " " << name;
+      }
+      EXPECT_EQ(r.bytes(), hypic::pic::compute_entry(host, seg, w).bytes()) << arch;
+    }
+  }
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 9);
+  EXPECT_THROW(hypic::pic::compute_resident_entry(host, {1, 2, 3}, 0), hypic::Error);
+}
+
+TEST(DevicePlumbing, ColdEntriesComputedOnTheDeviceNeverGoUp) {
+  namespace pic = hypic::pic;
+  model::Model host = pic_test::remembering_tiny_host_model("qwen3_5", 5);
+  model::Model dev = on_fake_device(host);
+  const HostMemoryDevice& fd = fake_device();
+  std::mt19937 rng(8);
+  const int V = host.config().vocab_size;
+  pic::Query q;
+  q.id = "q";
+  q.segments = {pic_test::random_tokens(rng, 60, V), pic_test::random_tokens(rng, 90, V)};
+  q.question = pic_test::random_tokens(rng, 6, V);
+  q.max_new_tokens = 3;
+  pic::EngineOptions o;
+  o.mode = pic::Mode::Pic;
+  o.junction = pic::JunctionSpec::parse("8");
+  o.keep_first_logits = true;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("hypic_devcold_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  for (const hypic::DType dt : {hypic::DType::F32, hypic::DType::BF16}) {
+    hypic::store::StoreOptions so;
+    so.model_fingerprint = "fp";
+    so.junction = o.junction.store_code();
+    so.dtype = dt;
+    const std::string name = std::string(hypic::dtype_name(dt));
+    auto sh = hypic::store::SegmentStore::create(dir + "/h_" + name + ".h5", so);
+    auto sd = hypic::store::SegmentStore::create(dir + "/d_" + name + ".h5", so);
+    pic::Engine eh(host, "fp", o, &sh), ed(dev, "fp", o, &sd);
+    // The same engine fed host entries (the path before): one upload per cold entry.
+    auto su = hypic::store::SegmentStore::create(dir + "/u_" + name + ".h5", so);
+    pic::Engine eu(dev, "fp", o, &su);
+    pic::LocalColdSource host_cold(host);
+    eu.set_cold_source(&host_cold);
+    const uint64_t up0 = fd.uploaded;
+    const pic::QueryResult rh = eh.run(q), rd = ed.run(q);
+    EXPECT_EQ(rd.cold, 2) << name;
+    EXPECT_EQ(ed.entries_uploaded(), 0u) << name;
+    EXPECT_EQ(fd.uploaded - up0, 0u) << name << ": nothing of a cold entry went up";
+    EXPECT_EQ(ed.memory_bytes(), rd.cold_entry_bytes) << name;
+    EXPECT_EQ(rd.answer, rh.answer) << name;
+    EXPECT_EQ(rd.first_logits, rh.first_logits) << name;  // rounded on the device as on the host
+    const pic::QueryResult ru = eu.run(q);
+    EXPECT_EQ(eu.entries_uploaded(), 2u) << name;
+    EXPECT_GT(eu.bytes_uploaded(), 0u) << name;
+    EXPECT_EQ(ru.first_logits, rh.first_logits) << name;
+    // The store holds what the host engine stored, bit for bit (downloaded for it).
+    for (const std::string& key : sh.keys()) {
+      const auto a = sh.get(key), b = sd.get(key);
+      ASSERT_TRUE(a && b) << key;
+      for (const auto& [n, t] : a->arrays)
+        EXPECT_EQ(b->arrays.at(n).to_vector(), t.to_vector()) << name << " " << n;
+    }
+    EXPECT_EQ(sd.size(), 2u);
+    // Hot now: the resident entries are hits, still nothing goes up.
+    const pic::QueryResult rd2 = ed.run(q);
+    EXPECT_EQ(rd2.hits_memory, 2) << name;
+    EXPECT_EQ(fd.uploaded - up0, eu.bytes_uploaded()) << name;
+    EXPECT_EQ(rd2.first_logits, rh.first_logits) << name;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

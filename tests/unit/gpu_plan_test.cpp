@@ -7,6 +7,7 @@
 
 #include "cluster/gpu_plan.hpp"
 #include "hypic/error.hpp"
+#include "hypic/kernels/device.hpp"
 
 namespace {
 using hypic::cluster::choose_entry_path;
@@ -61,9 +62,72 @@ TEST(GpuPlan, SharedGpuOrNoNcclGoesThroughHostMemory) {
   EXPECT_STREQ(hypic::cluster::entry_path_name(c.path), "host-mpi");
 }
 
-TEST(GpuPlan, ThisBuildSaysWhyItHasNoNcclEntryPath) {
-  // Entries between GPUs go through host memory and MPI in every build today; the reason says so.
-  EXPECT_FALSE(hypic::cluster::nccl_entry_transfer_missing().empty());
+TEST(GpuPlan, ThisBuildSaysWhetherItHasTheNcclEntryPath) {
+  // A CUDA build links NCCL and can send entries device to device; one without CUDA says why
+  // not, and that reason is what a multi-GPU run reports.
+  const std::string missing = hypic::cluster::nccl_entry_transfer_missing();
+  if (hypic::kernels::cuda_device_info().compiled) {
+    EXPECT_EQ(missing, "");
+  } else {
+    EXPECT_EQ(missing, "built without CUDA and NCCL");
+    const auto c = choose_entry_path({{"n0", "GPU-a"}, {"n1", "GPU-b"}}, missing);
+    EXPECT_EQ(c.path, EntryPath::HostMpi);
+    EXPECT_EQ(c.reason, "built without CUDA and NCCL");
+  }
+}
+
+// The decision as a table: what the ranks see and what the build has -> path and reason.
+TEST(GpuPlan, EntryPathTable) {
+  struct Row {
+    std::vector<RankGpu> ranks;
+    std::string nccl_missing;
+    EntryPath path;
+    std::string reason;
+  };
+  const std::vector<Row> table = {
+      {{{"n0", ""}}, "", EntryPath::InProcess, "one rank: entries stay in its memory"},
+      {{{"n0", "GPU-a"}}, "", EntryPath::InProcess, "one rank: entries stay in its memory"},
+      {{{"n0", ""}, {"n0", ""}}, "", EntryPath::HostMpi, "rank 0 computes on the host"},
+      {{{"n0", "GPU-a"}, {"n0", "GPU-b"}}, "", EntryPath::Nccl, "one GPU per rank"},
+      {{{"n0", "GPU-a"}, {"n1", "GPU-a"}}, "", EntryPath::Nccl, "one GPU per rank"},
+      {{{"n0", "GPU-a"}, {"n0", "GPU-a"}},
+       "",
+       EntryPath::HostMpi,
+       "ranks 0 and 1 share GPU GPU-a on n0"},
+      {{{"n0", "GPU-a"}, {"n0", "GPU-b"}, {"n0", "GPU-b"}},
+       "",
+       EntryPath::HostMpi,
+       "ranks 1 and 2 share GPU GPU-b on n0"},
+      {{{"n0", "GPU-a"}, {"n0", "GPU-b"}},
+       "built without CUDA and NCCL",
+       EntryPath::HostMpi,
+       "built without CUDA and NCCL"},
+      // A shared GPU is reported before a missing NCCL (the first reason found).
+      {{{"n0", "GPU-a"}, {"n0", "GPU-a"}},
+       "built without CUDA and NCCL",
+       EntryPath::HostMpi,
+       "ranks 0 and 1 share GPU GPU-a on n0"},
+      {{{"n0", "GPU-a"}, {"n0", ""}, {"n1", "GPU-c"}},
+       "",
+       EntryPath::HostMpi,
+       "rank 1 computes on the host"},
+  };
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto c = choose_entry_path(table[i].ranks, table[i].nccl_missing);
+    EXPECT_EQ(c.path, table[i].path) << "row " << i;
+    EXPECT_EQ(c.reason, table[i].reason) << "row " << i;
+  }
+}
+
+TEST(GpuPlan, LabelSaysThePathItsReasonAndTheDevice) {
+  hypic::cluster::GpuPlan plan;
+  plan.entries = {EntryPath::HostMpi, "built without CUDA and NCCL"};
+  EXPECT_EQ(plan.label(), "host-mpi (built without CUDA and NCCL)");
+  plan.entries = {EntryPath::Nccl, "one GPU per rank"};
+  plan.device = 1;
+  plan.gpu = "GPU-b";
+  EXPECT_EQ(plan.label(), "nccl (one GPU per rank); this rank: CUDA device 1 GPU-b");
+  EXPECT_EQ(plan.link, nullptr);  // opened by bind_gpus on the NCCL path only
 }
 
 }  // namespace
