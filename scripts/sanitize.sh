@@ -8,6 +8,7 @@
 #   HYPIC_SANITIZE_SUBSET=1             build and run only the MPI tests (hypic_mpi_tests at
 #                                       1-3 ranks: messages, distribution, store, engine), for a
 #                                       machine where the whole build is too slow; it says so
+#                                       (.ci/run runs the whole suite)
 #   HYPIC_SKIP_FUZZ=1                   leave out the seconds-long fuzz runs
 #
 # What fails the job: a failing test; any AddressSanitizer error or UBSan report (UBSan halts on
@@ -98,8 +99,10 @@ if [ "${HYPIC_SKIP_FUZZ:-0}" != 1 ]; then
   HYPIC_FUZZ_SECONDS=${HYPIC_FUZZ_SECONDS:-5} bash scripts/fuzz.sh || fuzz_status=$?
 fi
 done_at=$(date +%s)
+# The load average goes with the times: on a shared machine they mean little without it.
 echo "sanitize.sh: build $((built - start)) s, suite $((tested - built)) s," \
-  "fuzz $((done_at - tested)) s, total $((done_at - start)) s"
+  "fuzz $((done_at - tested)) s, total $((done_at - start)) s;" \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 if [ "$status" -ne 0 ] || [ "$errors" -ne 0 ] || [ "$fuzz_status" -ne 0 ]; then
   echo "sanitize.sh: FAILED (ctest $status, sanitizer logs $errors, fuzz $fuzz_status)"
   exit 1

@@ -113,10 +113,10 @@ int main(int argc, char** argv) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, rc);  // one rank's error ends the whole job
-    if (hypic::h5::failed_write_seen()) {         // HDF5's teardown would crash (store/hdf5.hpp)
-      std::fflush(nullptr);
-      std::_Exit(rc);
-    }
+  }
+  if (hypic::h5::unreleased_object_seen()) {  // HDF5's teardown would crash (store/hdf5.hpp)
+    std::fflush(nullptr);
+    std::_Exit(rc);
   }
   MPI_Finalize();
   return rc;

@@ -1,23 +1,82 @@
 #include "store/hdf5.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
 
 namespace hypic::h5 {
 
 namespace {
-std::atomic<bool> failed_write{false};
+std::atomic<bool> unreleased_object{false};
 }  // namespace
 
-void note_failed_write() {
-  failed_write.store(true);
+void note_unreleased_object() {
+  unreleased_object.store(true);
 }
 
-bool failed_write_seen() {
-  return failed_write.load();
+bool unreleased_object_seen() {
+  return unreleased_object.load();
 }
 
 namespace {
+
+bool writable_file(hid_t file) {
+  unsigned intent = 0;
+  return H5Fget_intent(file, &intent) >= 0 && (intent & H5F_ACC_RDWR) != 0;
+}
+
+// Points the descriptor of `file` at /dev/null (hdf5.hpp: writes HDF5 cannot complete).
+// False when it cannot (not the sec2 driver).
+bool discard_pending_writes(hid_t file) {
+  hid_t fapl = H5Fget_access_plist(file);
+  if (fapl < 0) return false;
+  void* handle = nullptr;
+  const bool sec2 = H5Pget_driver(fapl) == H5FD_SEC2 &&
+                    H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle != nullptr;
+  H5Pclose(fapl);
+  if (!sec2) return false;
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd < 0) return false;
+  const bool ok = ::dup2(null_fd, *static_cast<int*>(handle)) >= 0;
+  ::close(null_fd);
+  return ok;
+}
+
+// Closes an object of a file that may hold writes HDF5 cannot complete (hdf5.hpp). Returns
+// -1 when those writes were dropped (the object is closed all the same) or the close failed.
+herr_t close_flushed(hid_t object, herr_t (*flush)(hid_t), herr_t (*close)(hid_t)) {
+  bool flushed = true;
+  hid_t file = H5Iget_file_id(object);  // one more reference: closing it never closes the file
+  if (file >= 0) {
+    if (writable_file(file) && flush(object) < 0) {
+      flushed = false;
+      if (!discard_pending_writes(file)) {
+        // Closing would write HDF5's pending metadata wherever it still fits in the file,
+        // which can leave it unreadable; leave the object open (the teardown is skipped).
+        H5Fclose(file);
+        note_unreleased_object();
+        return -1;
+      }
+    }
+    H5Fclose(file);
+  }
+  if (close(object) < 0) {
+    note_unreleased_object();
+    return -1;
+  }
+  return flushed ? 0 : -1;
+}
+
+herr_t close_dataset(hid_t id) {
+  return close_flushed(id, H5Dflush, H5Dclose);
+}
+
+herr_t close_file(hid_t id) {
+  return close_flushed(
+      id, [](hid_t f) { return H5Fflush(f, H5F_SCOPE_LOCAL); }, H5Fclose);
+}
 
 // The innermost (most specific) description on HDF5's error stack, then clears it.
 std::string hdf5_reason() {
@@ -295,7 +354,7 @@ Dataset Location::create_dataset(const std::string& name, hid_t stored_type, con
   hid_t id = H5Dcreate2(this->id(), name.c_str(), stored_type, space.id(), lcpl.id(), dcpl.id(),
                         dapl.id());
   if (id < 0) fail_at("cannot create dataset", object, file_);
-  return Dataset(Handle(id, H5Dclose), file_, object);
+  return Dataset(Handle(id, close_dataset), file_, object);
 }
 
 Dataset Location::open_dataset(const std::string& name, size_t chunk_cache_bytes) const {
@@ -303,7 +362,7 @@ Dataset Location::open_dataset(const std::string& name, size_t chunk_cache_bytes
   if (chunk_cache_bytes > 0) H5Pset_chunk_cache(dapl.id(), 12421, chunk_cache_bytes, 1.0);
   hid_t id = H5Dopen2(this->id(), name.c_str(), dapl.id());
   if (id < 0) fail_at("cannot open dataset", child_path(name), file_);
-  return Dataset(Handle(id, H5Dclose), file_, child_path(name));
+  return Dataset(Handle(id, close_dataset), file_, child_path(name));
 }
 
 // ---- Dataset ----
@@ -399,7 +458,7 @@ File File::create(const std::string& path, const FileOptions& options) {
   Handle fapl = file_access_plist(path, options);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0) fail_at("cannot create file", "", path);
-  File file(Handle(id, H5Fclose), path, "/");
+  File file(Handle(id, close_file), path, "/");
   file.access_ = Access::kReadWrite;
   return file;
 }
@@ -425,7 +484,7 @@ File File::open(const std::string& path, Access access, const FileOptions& optio
                                          : "cannot open for reading the file",
             "", path);
   }
-  File file(Handle(id, H5Fclose), path, "/");
+  File file(Handle(id, close_file), path, "/");
   file.access_ = access;
   return file;
 }
@@ -439,6 +498,14 @@ void File::start_swmr_write() {
 }
 
 void File::close() {
+  // Flushed here first: the close itself drops what cannot be written (close_flushed), and
+  // the reason would be gone from HDF5's error stack.
+  if (valid() && access_ == Access::kReadWrite && H5Fflush(id(), H5F_SCOPE_LOCAL) < 0) {
+    const std::string reason = hdf5_reason();
+    handle_.reset();
+    throw Error("HDF5: cannot write the rest of file '" + file_ + "': " + reason +
+                "; it holds what was written before");
+  }
   if (!handle_.reset()) fail_at("error while closing file", "", file_);
 }
 

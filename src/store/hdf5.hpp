@@ -23,14 +23,25 @@ inline constexpr hsize_t kUnlimited = H5S_UNLIMITED;
 
 // Turns off HDF5's printing of its error stack; called by every constructor below, so
 // callers rarely need it. Idempotent.
-// After a write HDF5 could not complete (EFBIG, ENOSPC) the library's own teardown at exit (run
-// by MPI_Finalize) can crash on the file it failed to flush. The store notes such a failure
-// here, and main then ends the process without that teardown: what the store committed is
-// already durable (a store survives kill -9 by design).
-void note_failed_write();
-bool failed_write_seen();
-
 void silence_errors();
+
+// Writes HDF5 cannot complete (EFBIG past `ulimit -f`, ENOSPC). HDF5 keeps what it could not
+// write in its caches and fails on it again at every later flush and close of that file. A
+// close that fails leaves the object registered under its id although HDF5 has already freed
+// it (H5I_dec_ref keeps the id when the close callback fails; H5F__dest frees the file
+// anyway), and the library's teardown at exit (H5close, or MPI_Finalize for parallel HDF5)
+// then closes it again and crashes (in H5F__close_cb). So every dataset and file of a
+// writable file is flushed before it is closed here, and when that flush fails the file's
+// descriptor is pointed at /dev/null: HDF5 then drops the writes it still holds and every
+// object of the file closes cleanly. The file on disk stays as the last write that completed
+// left it, as after a kill -9 at that moment (which a store survives by design). Reads of
+// that file fail from then on (the descriptor is write-only), instead of seeing zeros.
+//
+// Only if a close fails all the same (a driver other than the default sec2, whose descriptor
+// cannot be redirected; a close that had to read the file back) is it noted here; main then
+// ends the process without HDF5's teardown.
+void note_unreleased_object();
+bool unreleased_object_seen();
 
 // Owns one hid_t and the function that closes it. Move-only.
 class Handle {

@@ -404,6 +404,22 @@ struct SegmentStore::Impl {
 
   std::string where() const { return "segment store '" + path + "'"; }
 
+  // After a failed write the file is closed (put): say so instead of reading a closed file.
+  void require_open() const {
+    HYPIC_REQUIRE(failed.empty(),
+                  where() + ": an earlier write failed (" + failed +
+                      "); committed entries are intact, reopen the store to resume");
+  }
+
+  void close_file() {
+    payload = h5::Dataset();
+    entries = h5::Dataset();
+    arrays = h5::Dataset();
+    names_ds = h5::Dataset();
+    commit = h5::Dataset();
+    file = h5::File();
+  }
+
   void open_datasets() {
     payload = file.open_dataset("payload", kPayloadCacheBytes);
     entries = file.open_dataset("entries", kTableCacheBytes);
@@ -571,6 +587,7 @@ struct SegmentStore::Impl {
   // unreadable key, or a current entry found damaged this session) with kDroppedKey.
   std::vector<DamagedEntry> drop_damaged() {
     HYPIC_REQUIRE(mode == OpenMode::kWrite, where() + " is open read-only; cannot drop rows");
+    require_open();
     std::vector<std::pair<uint64_t, Hash128>> stale;
     for (const auto& [h, row] : current)
       if (damaged_rows.count(row) != 0) stale.emplace_back(row, h);
@@ -603,9 +620,7 @@ struct SegmentStore::Impl {
 
   bool put(const std::string& key, const EntryView& entry) {
     HYPIC_REQUIRE(mode == OpenMode::kWrite, where() + " is open read-only; cannot put entries");
-    HYPIC_REQUIRE(failed.empty(),
-                  where() + ": an earlier write failed (" + failed +
-                      "); committed entries are intact, reopen the store to resume");
+    require_open();
     Hash128 h = parse_key_or_throw(key);
     auto found = current.find(h);
     if (found != current.end() && damaged_rows.count(found->second) == 0) return false;
@@ -693,7 +708,7 @@ struct SegmentStore::Impl {
       durable_flush();
     } catch (const Error& e) {
       failed = e.what();
-      h5::note_failed_write();
+      close_file();  // drops what HDF5 could not write (store/hdf5.hpp); committed entries stay
       space_problem = diagnose_space(bytes.size() + dir.size() * sizeof(ArrayRow) + sizeof(row));
       if (!space_problem.empty())
         throw Error(where() + ": writing entry " + key + " failed: " + space_problem + " (" +
@@ -916,6 +931,7 @@ bool SegmentStore::put(const std::string& key, const EntryView& entry) {
 }
 
 ReadResult SegmentStore::read(const std::string& key) {
+  impl_->require_open();
   auto found = impl_->current.find(parse_key_or_throw(key));
   if (found == impl_->current.end()) return ReadResult{};
   return impl_->read_row(found->second);
@@ -938,6 +954,7 @@ std::string VerifyReport::first_problem() const {
 }
 
 VerifyReport SegmentStore::verify() {
+  impl_->require_open();
   VerifyReport report;
   std::vector<uint64_t> order;
   for (const auto& [h, row] : impl_->current) order.push_back(row);
@@ -982,6 +999,7 @@ VerifyReport SegmentStore::verify() {
 }
 
 StoreStats SegmentStore::stats() const {
+  impl_->require_open();
   const Impl& s = *impl_;
   StoreStats st;
   st.model_fingerprint = s.options.model_fingerprint;

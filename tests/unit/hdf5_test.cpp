@@ -1,11 +1,15 @@
 // The HDF5 RAII layer: round trips of every element type, chunked growth, attributes,
-// MPI-IO access, and errors that name the file and the object.
+// MPI-IO access, errors that name the file and the object, and writes HDF5 cannot complete.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -165,6 +169,115 @@ TEST(Hdf5, MpiIoAccessOnSelfCommunicator) {
   File file = File::open(path.str(), Access::kReadOnly, options);
   EXPECT_EQ(file.open_dataset("v").read_all<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(file.string_attribute("via"), "mpio");
+}
+
+// ---- writes HDF5 cannot complete (store/hdf5.hpp) ----
+
+// A file with one empty extendible float dataset "x", written in the format the store uses.
+void make_growable(const std::string& path) {
+  hypic::h5::FileOptions options;
+  options.latest_format = true;
+  File file = File::create(path, options);
+  hypic::h5::DatasetOptions grow;
+  grow.chunk = {16384};
+  grow.max_shape = {hypic::h5::kUnlimited};
+  file.create_dataset<float>("x", {0}, grow);
+  file.close();
+}
+
+// Runs `body` in a child process whose file-size limit is `limit` bytes (SIGXFSZ ignored, as
+// the hypic command does), then HDF5's own teardown (H5close: what MPI_Finalize runs for
+// parallel HDF5); returns the child's wait status. The child exits with body's result, or
+// with 9 when the teardown reports an error.
+int run_limited(rlim_t limit, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit rl = {limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(8);
+    const int code = body();
+    _exit(code != 0 ? code : (H5close() < 0 ? 9 : 0));
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+// 4 MiB past a limit 64 KiB above the file's size: the write fails inside HDF5 (EFBIG).
+// Returns 0 when it did.
+int write_past_limit(Dataset& x) {
+  std::vector<float> data(1 << 20, 1.0f);
+  try {
+    x.resize({data.size()});
+    x.write_slab<float>({0}, {data.size()}, data.data());
+    return 2;  // no error: the limit did not bite
+  } catch (const hypic::Error&) {
+    return 0;
+  }
+}
+
+TEST(Hdf5, WriteThatCannotCompleteStillClosesEveryObject) {
+  // Before: the dataset's and the file's closes failed again on what HDF5 could not write, left
+  // their ids registered on freed objects, and the teardown crashed (SIGSEGV in H5F__close_cb).
+  TempPath path("hdf5-efbig");
+  make_growable(path.str());
+  const auto limit = static_cast<rlim_t>(fs::file_size(path.str()) + 65536);
+  const int status = run_limited(limit, [&] {
+    {
+      hypic::h5::FileOptions options;
+      options.latest_format = true;
+      options.swmr_write = true;
+      File file = File::open(path.str(), Access::kReadWrite, options);
+      Dataset x = file.open_dataset("x");
+      if (int code = write_past_limit(x)) return code;
+      // x, then the file, closed here by their destructors.
+    }
+    if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) != 0) return 3;
+    if (hypic::h5::unreleased_object_seen()) return 4;
+    return 0;
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
+  // What was written before the failure is still there (the status flags a SWMR writer
+  // leaves, as after a kill -9, cleared).
+  hypic::h5::FileOptions options;
+  options.clear_status_flags = true;
+  File file = File::open(path.str(), Access::kReadOnly, options);
+  EXPECT_TRUE(file.exists("x"));
+}
+
+TEST(Hdf5, CloseReportsWhatCouldNotBeWritten) {
+  TempPath path("hdf5-efbig-close");
+  make_growable(path.str());
+  const auto limit = static_cast<rlim_t>(fs::file_size(path.str()) + 65536);
+  const int status = run_limited(limit, [&] {
+    hypic::h5::FileOptions options;
+    options.latest_format = true;
+    File file = File::open(path.str(), Access::kReadWrite, options);
+    {
+      Dataset x = file.open_dataset("x");
+      if (int code = write_past_limit(x)) return code;
+      // The file is closed while x is still open: x's close is then the file's last one.
+      try {
+        file.close();
+        return 5;  // the failure was not reported
+      } catch (const hypic::Error& e) {
+        const std::string what = e.what();
+        if (what.find("cannot write the rest of file '" + path.str() + "'") == std::string::npos)
+          return 6;
+      }
+      if (file.valid()) return 7;
+    }
+    if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) != 0) return 3;
+    if (hypic::h5::unreleased_object_seen()) return 4;
+    return 0;
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
 }
 
 }  // namespace
