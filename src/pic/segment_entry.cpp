@@ -13,10 +13,15 @@ namespace {
 std::string linear_name(int layer, const char* what) {
   return "linear/" + std::to_string(layer) + "/" + what;
 }
-// The stored shape of T: [H] for a scalar T, [H, dk, dk] dense.
+// The stored shape of T: [H] for a scalar T, [H, dk] for the diagonal part of a low-rank one
+// (its factors are X and Y, [H, r, dk] each), [H, dk, dk] dense.
 std::vector<int64_t> t_shape(const LinearSummary& s) {
   if (s.structure == TStructure::Scalar) return {s.heads};
+  if (s.structure == TStructure::LowRank) return {s.heads, s.dk};
   return {s.heads, s.dk, s.dk};
+}
+std::vector<int64_t> xy_shape(const LinearSummary& s) {
+  return {s.heads, s.rank, s.dk};
 }
 
 std::string attn_name(int layer, const char* what) {
@@ -45,10 +50,22 @@ Tensor take(store::Entry& stored, const std::string& name, const std::vector<int
 size_t SegmentEntry::bytes() const {
   size_t total = 0;
   for (const LinearLayerEntry& l : linear)
-    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes() +
-             l.device.t.bytes() + l.device.s.bytes();
+    total += (l.summary.t.size() + l.summary.x.size() + l.summary.y.size() + l.summary.s.size()) *
+                 sizeof(float) +
+             l.conv.bytes() + l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() +
+             l.device.s.bytes();
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
+}
+
+TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk) {
+  if (kind == model::LayerKind::Lightning || kind == model::LayerKind::RingLinear)
+    return TStructure::Scalar;
+  // KDA's per-channel gates make T = diag(γ) − XᵀY exactly (docs/linear-family.md §9); the
+  // kernel builds it from one chunk, which holds every segment short enough for it to pay.
+  if (kind == model::LayerKind::Kda && cached_tokens > 0 && cached_tokens <= lowrank_max_tokens(dk))
+    return TStructure::LowRank;
+  return TStructure::Dense;
 }
 
 SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& tokens, int w) {
@@ -70,6 +87,7 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
     if (!model::is_linear_kind(lc.kind)) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
+    lc.capture_lowrank = entry_t_structure(lc.kind, n - w, dk) == TStructure::LowRank;
     lc.transition = Tensor();
   }
   model.prefill(std::vector<int32_t>(tokens.begin() + w, tokens.end()), cache,
@@ -79,7 +97,8 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   const bool on_host = model.backend().device() == Device::Host;
   if (!on_host) {
     for (model::LayerCache& lc : cache.layers)
-      for (Tensor* t : {&lc.state, &lc.conv, &lc.transition, &lc.k, &lc.v})
+      for (Tensor* t :
+           {&lc.state, &lc.conv, &lc.transition, &lc.transition_x, &lc.transition_y, &lc.k, &lc.v})
         if (t->rank() > 0) *t = t->to(Device::Host);
     for (Tensor& t : state_w)
       if (t.rank() > 0) t = t.to(Device::Host);
@@ -93,23 +112,36 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
     model::LayerCache& lc = cache.layers[l];
     if (model::is_linear_kind(lc.kind)) {
       // Lightning layers (MiniMax's, Ring's: one constant decay per head) keep T as one scalar
-      // per head; Ring's have no conv (an empty tensor moves).
-      const bool scalar =
-          lc.kind == model::LayerKind::Lightning || lc.kind == model::LayerKind::RingLinear;
-      HYPIC_REQUIRE(
-          lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
-          "the forward pass did not capture the transition of layer " + std::to_string(l));
+      // per head; Ring's have no conv (an empty tensor moves). Short KDA segments keep T's
+      // WY form (entry_t_structure).
+      const TStructure form = entry_t_structure(lc.kind, n - w, dk);
+      const bool scalar = form == TStructure::Scalar;
       LinearLayerEntry le;
       le.layer = static_cast<int>(l);
       LinearSummary& s = le.summary;
-      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
+      s.structure = form;
       s.heads = Hv;
       s.dk = dk;
       s.dv = dv;
       s.tokens = n - w;
+      s.rank = form == TStructure::LowRank ? static_cast<int>(n - w) : 0;
+      HYPIC_REQUIRE(
+          lc.transition.numel() == kernels::transition_floats_per_head(form, dk) * Hv &&
+              lc.transition_x.numel() == static_cast<int64_t>(Hv) * s.rank * dk,
+          "the forward pass did not capture the transition of layer " + std::to_string(l));
       s.t = lc.transition.take_vector();
+      if (form == TStructure::LowRank) {
+        s.x = lc.transition_x.take_vector();
+        s.y = lc.transition_y.take_vector();
+      }
       s.s = lc.state.take_vector();
-      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head
+      if (w > 0 && form == TStructure::LowRank) {
+        // S(R|0) = S_n − T_R · S_w: one application of T to −S_w with S_n as its S(·|0).
+        std::vector<float> out = state_w[l].take_vector();
+        for (float& v : out) v = -v;
+        apply(be, s, out.data());
+        s.s = std::move(out);
+      } else if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head
         const float* sw = state_w[l].data();
         const size_t per = static_cast<size_t>(dk) * dv;
         for (int h = 0; h < Hv; ++h)
@@ -143,6 +175,10 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
     Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (s.structure == TStructure::LowRank) {
+      out.arrays.emplace(linear_name(l.layer, "X"), Tensor::from_vector(xy_shape(s), s.x));
+      out.arrays.emplace(linear_name(l.layer, "Y"), Tensor::from_vector(xy_shape(s), s.y));
+    }
     if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
   }
   for (const AttentionLayerEntry& a : entry.attention) {
@@ -162,6 +198,10 @@ store::EntryView store_view(const SegmentEntry& entry) {
     out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{t_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    if (s.structure == TStructure::LowRank) {
+      out.arrays.emplace(linear_name(l.layer, "X"), store::ArrayView{xy_shape(s), s.x.data()});
+      out.arrays.emplace(linear_name(l.layer, "Y"), store::ArrayView{xy_shape(s), s.y.data()});
+    }
     if (l.conv.rank() > 0)
       out.arrays.emplace(linear_name(l.layer, "conv"),
                          store::ArrayView{l.conv.shape(), l.conv.data()});
@@ -192,12 +232,20 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;
-      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
+      // A low-rank T (short KDA segments) comes with its factors X and Y; without them T is
+      // dense, whatever the segment's length (stores written before the WY form stay valid).
+      const bool lowrank = !scalar && stored.arrays.count(linear_name(l, "X")) > 0;
+      s.structure = scalar ? TStructure::Scalar : lowrank ? TStructure::LowRank : TStructure::Dense;
       s.heads = static_cast<int>(Hv);
       s.dk = static_cast<int>(dk);
       s.dv = static_cast<int>(dv);
       s.tokens = n - w;
+      s.rank = lowrank ? static_cast<int>(n - w) : 0;
       s.t = take(stored, linear_name(l, "T"), t_shape(s)).take_vector();
+      if (lowrank) {
+        s.x = take(stored, linear_name(l, "X"), xy_shape(s)).take_vector();
+        s.y = take(stored, linear_name(l, "Y"), xy_shape(s)).take_vector();
+      }
       s.s = take(stored, linear_name(l, "S"), {Hv, dk, dv}).take_vector();
       if (!scalar)
         le.conv = take(stored, linear_name(l, "conv"),
@@ -224,6 +272,8 @@ void round_to_dtype(SegmentEntry& entry, DType dtype) {
   };
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
+    if (!l.summary.x.empty()) round(l.summary.x.data(), l.summary.x.size());
+    if (!l.summary.y.empty()) round(l.summary.y.data(), l.summary.y.size());
     round(l.summary.s.data(), l.summary.s.size());
     if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
