@@ -168,6 +168,18 @@ int run_info_config(const std::string& path) {
               " bytes per cached token (bf16; T %s)\n",
               s.entry_fixed_bytes, human_bytes(static_cast<double>(s.entry_fixed_bytes)).c_str(),
               s.linear_layers, s.entry_bytes_per_token, s.entry_t_form.c_str());
+  if (s.entry_lowrank_max_tokens > 0) {
+    const int r = s.entry_lowrank_max_tokens, half = r / 2 + 1;
+    const uint64_t at_half = s.entry_lowrank_base_bytes + half * s.entry_lowrank_bytes_per_token;
+    std::printf(
+        "short segment: up to %d cached tokens keep T in its WY form diag(g) - X^T Y "
+        "(exact): %" PRIu64 " + %" PRIu64
+        " bytes per cached token for the %d linear "
+        "layers, e.g. %s at %d tokens (dense T: %s)\n",
+        r, s.entry_lowrank_base_bytes, s.entry_lowrank_bytes_per_token, s.linear_layers,
+        human_bytes(static_cast<double>(at_half)).c_str(), half,
+        human_bytes(static_cast<double>(s.entry_fixed_bytes)).c_str());
+  }
   return 0;
 }
 

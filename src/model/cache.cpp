@@ -71,8 +71,8 @@ InferenceCache InferenceCache::empty(const ModelConfig& cfg, const Allocator* de
 size_t InferenceCache::bytes() const {
   size_t total = 0;
   for (const LayerCache& lc : layers)
-    total +=
-        lc.state.bytes() + lc.conv.bytes() + lc.transition.bytes() + lc.k.bytes() + lc.v.bytes();
+    total += lc.state.bytes() + lc.conv.bytes() + lc.transition.bytes() + lc.transition_x.bytes() +
+             lc.transition_y.bytes() + lc.k.bytes() + lc.v.bytes();
   return total;
 }
 

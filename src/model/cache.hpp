@@ -23,6 +23,11 @@ struct LayerCache {
   // all tokens since it was last emptied (an empty tensor counts as the identity).
   bool capture_transition = false;
   Tensor transition;
+  // KDA only: with capture_lowrank also set, the capture is one block of r tokens kept in
+  // the WY form T = diag(transition) − transition_xᵀ · transition_y (transition [Hv, dk],
+  // x and y [Hv, r, dk]; pic/segment_entry.hpp decides when: the smaller of the two forms).
+  bool capture_lowrank = false;
+  Tensor transition_x, transition_y;
 
   // Full-attention layers: one row per cached token, at absolute positions 0 … n-1.
   Tensor k;  // [n, Hkv, hd] after k_norm and RoPE at the token's absolute position

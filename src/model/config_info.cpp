@@ -54,6 +54,14 @@ ConfigSummary runnable(const json& root) {
   s.entry_bytes_per_token = s.kv_bytes_per_token;
   s.entry_t_form = kimi ? "dense dk x dk per head (delta rule with per-channel gates)"
                         : "dense dk x dk per value head (delta rule)";
+  if (kimi) {
+    // Short KDA segments: T = diag(γ) − XᵀY, dk + 2·r·dk values per head (the rule of
+    // pic::entry_t_structure: while that is smaller than dk², r ≤ dk/2 − 1).
+    s.entry_lowrank_max_tokens = static_cast<int>(dk / 2) - 1;
+    s.entry_lowrank_base_bytes =
+        (per_linear - Hv * dk * dk + Hv * dk) * s.linear_layers * kStoreBytes;
+    s.entry_lowrank_bytes_per_token = 2 * Hv * dk * s.linear_layers * kStoreBytes;
+  }
   return s;
 }
 

@@ -26,6 +26,12 @@ struct ConfigSummary {
   uint64_t entry_fixed_bytes = 0;      // a segment entry's linear-layer part: T, S, conv tail
   uint64_t entry_bytes_per_token = 0;  // a segment entry's attention part, per cached token
   std::string entry_t_form;            // how T is kept per head ("dense dk x dk", "scalar")
+  // KDA: a segment of r ≤ entry_lowrank_max_tokens cached tokens keeps T in its WY form, so
+  // its linear part is entry_lowrank_base_bytes + r · entry_lowrank_bytes_per_token (bf16)
+  // instead of entry_fixed_bytes. 0: the architecture keeps no low-rank form.
+  int entry_lowrank_max_tokens = 0;
+  uint64_t entry_lowrank_base_bytes = 0;
+  uint64_t entry_lowrank_bytes_per_token = 0;
 };
 
 // Throws hypic::Error (one line, naming the field) for a config it cannot read, and for a

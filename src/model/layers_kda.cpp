@@ -3,7 +3,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "hypic/error.hpp"
 #include "model/layers.hpp"
 
 namespace hypic::model {
@@ -74,7 +77,22 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
       const kernels::FamilyDims dims{n, H, H, d, d};
       const kernels::FamilyInputs in{qs, ks, vs, g + r0 * P, beta + r0 * H};
       float* core_s = core + r0 * P;
-      if (cache.capture_transition) {
+      if (cache.capture_transition && cache.capture_lowrank) {
+        // The WY form straight from the block's one chunk (exact, no dense T built).
+        HYPIC_REQUIRE(cache.transition.empty() && n <= kChunk,
+                      "a low-rank transition is captured over one block of at most " +
+                          std::to_string(kChunk) + " tokens");
+        auto alloc = [&](std::vector<int64_t> shape) {
+          return be.device() == Device::Host
+                     ? Tensor(std::move(shape))
+                     : Tensor(std::move(shape), DType::F32, be.device(), &be);
+        };
+        cache.transition = alloc({H, d});
+        cache.transition_x = alloc({H, n, d});
+        cache.transition_y = alloc({H, n, d});
+        be.family_chunked_lowrank(spec, dims, in, f32(cache.state), core_s, f32(cache.transition),
+                                  f32(cache.transition_x), f32(cache.transition_y));
+      } else if (cache.capture_transition) {
         be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
         if (cache.transition.empty()) {
           cache.transition = be.device() == Device::Host

@@ -8,7 +8,8 @@
 //   β = sigmoid(b_proj(x)) per head;
 //   out += o_proj( w_o · rmsnorm(o) · sigmoid(g_b(g_a(x))) )  per head (RMSNorm eps rms_norm_eps).
 // The cache is the Gated DeltaNet one (state [H, d, d], conv tail [K−1, 3P], transition), so
-// PIC composes KDA segments with the same dense T (MATH.md §2).
+// PIC composes KDA segments with the same dense T (MATH.md §2), or, for a short segment, with
+// its exact WY form diag(γ) − XᵀY (cache.capture_lowrank; pic/segment_entry.hpp).
 #include <functional>
 
 #include "hypic/tensor.hpp"
@@ -40,7 +41,8 @@ struct KdaWeights {
 
 // One KDA layer over spans (see layers.hpp Span / AfterSpan; after may be null): x and out hold
 // spans[n_spans−1].end rows; out += layer(x). Advances cache.state and cache.conv (and
-// cache.transition when cache.capture_transition is set).
+// cache.transition when cache.capture_transition is set; with cache.capture_lowrank, one block
+// of at most 64 tokens leaves the WY factors in transition / transition_x / transition_y).
 void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
                Workspace& ws, const std::function<void(int, LayerCache&)>* after);

@@ -131,6 +131,10 @@ ModelWeights random_weights(const ModelConfig& config, uint64_t seed) {
   return weights_from_hf(config, [&](const HfTensor& t) { return init_tensor(config, t, seed); });
 }
 
+Tensor random_tensor(const ModelConfig& config, const HfTensor& t, uint64_t seed) {
+  return init_tensor(config, t, seed);
+}
+
 uint64_t config_parameter_count(const ModelConfig& config) {
   uint64_t n = 0;
   for (const HfTensor& t : hf_tensor_layout(config)) n += Tensor::count(t.shape);

@@ -20,6 +20,10 @@ ModelConfig preset_config(const ArchSpec& arch, const std::string& preset);
 // draws from its own std::mt19937_64 stream seeded from (seed, tensor name), and normal
 // variates come from hypic's own Marsaglia polar method, not std::normal_distribution.
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
+// One tensor of the config's layout with the values random_weights gives it: for building a
+// single layer at a real model's sizes (bench compose) without the whole model.
+struct HfTensor;
+Tensor random_tensor(const ModelConfig& config, const HfTensor& t, uint64_t seed);
 
 // Parameters the config implies (every tensor of the checkpoint), and those used per token
 // (MoE layers count only the routed top-k experts).

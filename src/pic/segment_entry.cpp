@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "common/copy_stats.hpp"
 #include "hypic/kernels/backend.hpp"
@@ -14,10 +15,15 @@ namespace {
 std::string linear_name(int layer, const char* what) {
   return "linear/" + std::to_string(layer) + "/" + what;
 }
-// The stored shape of T: [H] for a scalar T, [H, dk, dk] dense.
+// The stored shape of T: [H] for a scalar T, [H, dk] for the diagonal part of a low-rank one
+// (its factors are X and Y, [H, r, dk] each), [H, dk, dk] dense.
 std::vector<int64_t> t_shape(const LinearSummary& s) {
   if (s.structure == TStructure::Scalar) return {s.heads};
+  if (s.structure == TStructure::LowRank) return {s.heads, s.dk};
   return {s.heads, s.dk, s.dk};
+}
+std::vector<int64_t> xy_shape(const LinearSummary& s) {
+  return {s.heads, s.rank, s.dk};
 }
 
 std::string attn_name(int layer, const char* what) {
@@ -46,18 +52,33 @@ Tensor take(store::Entry& stored, const std::string& name, const std::vector<int
 size_t SegmentEntry::bytes() const {
   size_t total = 0;
   for (const LinearLayerEntry& l : linear)
-    total += (l.summary.t.size() + l.summary.s.size()) * sizeof(float) + l.conv.bytes() +
-             l.device.t.bytes() + l.device.s.bytes();
+    total += (l.summary.t.size() + l.summary.x.size() + l.summary.y.size() + l.summary.s.size()) *
+                 sizeof(float) +
+             l.conv.bytes() + l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() +
+             l.device.s.bytes();
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
+}
+
+TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk) {
+  if (kind == model::LayerKind::Lightning || kind == model::LayerKind::RingLinear)
+    return TStructure::Scalar;
+  // KDA's per-channel gates make T = diag(γ) − XᵀY exactly (docs/linear-family.md §9); the
+  // kernel builds it from one chunk, which holds every segment short enough for it to pay.
+  if (kind == model::LayerKind::Kda && cached_tokens > 0 && cached_tokens <= lowrank_max_tokens(dk))
+    return TStructure::LowRank;
+  return TStructure::Dense;
 }
 
 namespace {
 
 // The segment's prefill for its entry, on the model's backend: the window c_0 … c_{w−1}, each
-// linear layer's state S_w kept (in `state_w`), then the rest capturing T_R.
+// linear layer's state S_w kept (in `state_w`), then the rest capturing T_R, in its WY form
+// where entry_t_structure picks it and `lowrank` allows it (host entries; resident entries on a
+// device keep T dense).
 model::InferenceCache prefill_segment(model::Model& model, const std::vector<int32_t>& tokens,
-                                      int w, std::vector<Tensor>& state_w) {
+                                      int w, std::vector<Tensor>& state_w, bool lowrank) {
+  const int dk = model.config().linear_key_head_dim;
   const int64_t n = static_cast<int64_t>(tokens.size());
   HYPIC_REQUIRE(n > 0, "a segment needs at least one token");
   HYPIC_REQUIRE(w >= 0 && w < n, "junction window of " + std::to_string(w) +
@@ -72,6 +93,7 @@ model::InferenceCache prefill_segment(model::Model& model, const std::vector<int
     if (!model::is_linear_kind(lc.kind)) continue;
     if (w > 0) state_w[l] = lc.state;
     lc.capture_transition = true;
+    lc.capture_lowrank = lowrank && entry_t_structure(lc.kind, n - w, dk) == TStructure::LowRank;
     lc.transition = Tensor();
   }
   model.prefill(std::vector<int32_t>(tokens.begin() + w, tokens.end()), cache,
@@ -91,13 +113,14 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
   const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
             dv = cfg.linear_value_head_dim;
   std::vector<Tensor> state_w;
-  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w);
+  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w, true);
   // Entries live in host memory (the store's and the memory tier's format): a model computing
   // on a device hands its cache down once here, and the rest runs on the host.
   const bool on_host = model.backend().device() == Device::Host;
   if (!on_host) {
     for (model::LayerCache& lc : cache.layers)
-      for (Tensor* t : {&lc.state, &lc.conv, &lc.transition, &lc.k, &lc.v})
+      for (Tensor* t :
+           {&lc.state, &lc.conv, &lc.transition, &lc.transition_x, &lc.transition_y, &lc.k, &lc.v})
         if (t->rank() > 0) *t = t->to(Device::Host);
     for (Tensor& t : state_w)
       if (t.rank() > 0) t = t.to(Device::Host);
@@ -111,22 +134,36 @@ SegmentEntry compute_entry(model::Model& model, const std::vector<int32_t>& toke
     model::LayerCache& lc = cache.layers[l];
     if (model::is_linear_kind(lc.kind)) {
       // Lightning layers (MiniMax's, Ring's: one constant decay per head) keep T as one scalar
-      // per head; Ring's have no conv (an empty tensor moves).
-      const bool scalar = scalar_kind(lc.kind);
-      HYPIC_REQUIRE(
-          lc.transition.numel() == (scalar ? Hv : static_cast<int64_t>(Hv) * dk * dk),
-          "the forward pass did not capture the transition of layer " + std::to_string(l));
+      // per head; Ring's have no conv (an empty tensor moves). Short KDA segments keep T's
+      // WY form (entry_t_structure).
+      const TStructure form = entry_t_structure(lc.kind, n - w, dk);
+      const bool scalar = form == TStructure::Scalar;
       LinearLayerEntry le;
       le.layer = static_cast<int>(l);
       LinearSummary& s = le.summary;
-      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
+      s.structure = form;
       s.heads = Hv;
       s.dk = dk;
       s.dv = dv;
       s.tokens = n - w;
+      s.rank = form == TStructure::LowRank ? static_cast<int>(n - w) : 0;
+      HYPIC_REQUIRE(
+          lc.transition.numel() == kernels::transition_floats_per_head(form, dk) * Hv &&
+              lc.transition_x.numel() == static_cast<int64_t>(Hv) * s.rank * dk,
+          "the forward pass did not capture the transition of layer " + std::to_string(l));
       s.t = lc.transition.take_vector();
+      if (form == TStructure::LowRank) {
+        s.x = lc.transition_x.take_vector();
+        s.y = lc.transition_y.take_vector();
+      }
       s.s = lc.state.take_vector();
-      if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head (the device's op)
+      if (w > 0 && form == TStructure::LowRank) {
+        // S(R|0) = S_n − T_R · S_w: one application of T to −S_w with S_n as its S(·|0).
+        std::vector<float> out = state_w[l].take_vector();
+        for (float& v : out) v = -v;
+        apply(be, s, out.data());
+        s.s = std::move(out);
+      } else if (w > 0 && scalar) {  // S(R|0) = S_n − t_h · S_w, head by head (the device's op)
         const float* sw = state_w[l].data();
         const int64_t per = static_cast<int64_t>(dk) * dv;
         for (int h = 0; h < Hv; ++h)
@@ -159,7 +196,7 @@ SegmentEntry compute_resident_entry(model::Model& model, const std::vector<int32
   const int Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim,
             dv = cfg.linear_value_head_dim;
   std::vector<Tensor> state_w;
-  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w);
+  model::InferenceCache cache = prefill_segment(model, tokens, w, state_w, false);
 
   // The same arrays compute_entry downloads, formed by the same ops on the device.
   SegmentEntry entry;
@@ -249,8 +286,6 @@ store::Entry take_arrays(SegmentEntry&& entry) {
   const bool resident = entry.resident();
   for (LinearLayerEntry& l : entry.linear) {
     LinearSummary& s = l.summary;
-    HYPIC_REQUIRE(s.x.empty() && l.device.x.empty(),
-                  "take_arrays: a low-rank summary has no store arrays");
     Tensor t = resident ? std::move(l.device.t) : Tensor::from_vector(t_shape(s), std::move(s.t));
     Tensor st = resident ? std::move(l.device.s)
                          : Tensor::from_vector({s.heads, s.dk, s.dv}, std::move(s.s));
@@ -258,6 +293,15 @@ store::Entry take_arrays(SegmentEntry&& entry) {
     st.reshape({s.heads, s.dk, s.dv});
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (s.structure == TStructure::LowRank) {  // T's WY factors (short KDA segments)
+      for (auto [name, host, device] :
+           {std::tuple{"X", &s.x, &l.device.x}, std::tuple{"Y", &s.y, &l.device.y}}) {
+        Tensor f =
+            resident ? std::move(*device) : Tensor::from_vector(xy_shape(s), std::move(*host));
+        f.reshape(xy_shape(s));
+        out.arrays.emplace(linear_name(l.layer, name), std::move(f));
+      }
+    }
     if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), std::move(l.conv));
   }
   for (AttentionLayerEntry& a : entry.attention) {
@@ -277,6 +321,10 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
     Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
     out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (s.structure == TStructure::LowRank) {
+      out.arrays.emplace(linear_name(l.layer, "X"), Tensor::from_vector(xy_shape(s), s.x));
+      out.arrays.emplace(linear_name(l.layer, "Y"), Tensor::from_vector(xy_shape(s), s.y));
+    }
     if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), l.conv);
   }
   for (const AttentionLayerEntry& a : entry.attention) {
@@ -296,6 +344,10 @@ store::EntryView store_view(const SegmentEntry& entry) {
     out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{t_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    if (s.structure == TStructure::LowRank) {
+      out.arrays.emplace(linear_name(l.layer, "X"), store::ArrayView{xy_shape(s), s.x.data()});
+      out.arrays.emplace(linear_name(l.layer, "Y"), store::ArrayView{xy_shape(s), s.y.data()});
+    }
     if (l.conv.rank() > 0)
       out.arrays.emplace(linear_name(l.layer, "conv"),
                          store::ArrayView{l.conv.shape(), l.conv.data()});
@@ -340,12 +392,20 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       LinearLayerEntry le;
       le.layer = l;
       LinearSummary& s = le.summary;
-      s.structure = scalar ? TStructure::Scalar : TStructure::Dense;
+      // A low-rank T (short KDA segments) comes with its factors X and Y; without them T is
+      // dense, whatever the segment's length (stores written before the WY form stay valid).
+      const bool lowrank = !scalar && stored.arrays.count(linear_name(l, "X")) > 0;
+      s.structure = scalar ? TStructure::Scalar : lowrank ? TStructure::LowRank : TStructure::Dense;
       s.heads = static_cast<int>(Hv);
       s.dk = static_cast<int>(dk);
       s.dv = static_cast<int>(dv);
       s.tokens = n - w;
+      s.rank = lowrank ? static_cast<int>(n - w) : 0;
       vector_or_device(take(stored, linear_name(l, "T"), t_shape(s)), s.t, le.device.t);
+      if (lowrank) {
+        vector_or_device(take(stored, linear_name(l, "X"), xy_shape(s)), s.x, le.device.x);
+        vector_or_device(take(stored, linear_name(l, "Y"), xy_shape(s)), s.y, le.device.y);
+      }
       vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
       if (!scalar)
         le.conv = take(stored, linear_name(l, "conv"),
@@ -390,6 +450,8 @@ void round_to_dtype(SegmentEntry& entry, DType dtype, const kernels::Backend* be
   };
   for (LinearLayerEntry& l : entry.linear) {
     round(l.summary.t.data(), l.summary.t.size());
+    if (!l.summary.x.empty()) round(l.summary.x.data(), l.summary.x.size());
+    if (!l.summary.y.empty()) round(l.summary.y.data(), l.summary.y.size());
     round(l.summary.s.data(), l.summary.s.size());
     if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }

@@ -2,6 +2,8 @@
 // Segment entries (MATH.md §2-§5): what is cached for one segment, computed in isolation
 // at segment-local positions, for the tokens after its junction window R = c_w … c_{n−1}:
 //   linear layer    T_R [Hv, dk, dk], S(R|0) [Hv, dk, dv], conv tail [K−1, conv_dim]
+//   KDA layer       the same, or for r = n − w ≤ lowrank_max_tokens(dk) cached tokens T_R in
+//                   its exact WY form diag(γ) − XᵀY: γ [Hv, dk], X, Y [Hv, r, dk]
 //   lightning layer T_R [H] (one scalar per head), S(R|0) [H, hd, hd], no conv
 //   attention layer K, V [n − w, Hkv, hd], K rotated at local positions w … n−1
 // and the conversion to and from the store's named arrays.
@@ -24,7 +26,8 @@ struct DeviceSummary {
 
 struct LinearLayerEntry {
   int layer = 0;
-  LinearSummary summary;  // T_R (Dense; Scalar for lightning layers) and S(R|0)
+  LinearSummary summary;  // T_R (Dense, or LowRank for short KDA segments; Scalar for
+                          // lightning layers) and S(R|0)
   Tensor conv;            // the layer's conv state after the whole segment (none: lightning)
   DeviceSummary device;   // resident entries only
 };
@@ -52,6 +55,12 @@ struct SegmentEntry {
   size_t bytes() const;  // in memory (f32), host or device
 };
 
+// The structure of T_R an entry keeps for a linear layer of `kind` over `cached_tokens` tokens
+// (head dim dk): Scalar for lightning layers; for KDA the WY form while it is smaller than the
+// dense matrix (dk + 2·r·dk < dk², i.e. r ≤ lowrank_max_tokens(dk); both exact); Dense
+// otherwise (Gated DeltaNet entries stay dense).
+TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk);
+
 // Computes the entry of `tokens` with a junction window of w tokens (0 ≤ w < n), from an
 // empty cache: prefill c_0 … c_{w−1}, keep each linear layer's state S_w, prefill the rest
 // capturing T_R, then S(R|0) = S_n − T_R · S_w (exact by linearity).
@@ -64,7 +73,8 @@ SegmentEntry compute_resident_entry(model::Model& model, const std::vector<int32
 SegmentEntry download_entry(const SegmentEntry& resident);
 
 // Store arrays: "linear/<l>/T", "linear/<l>/S", "linear/<l>/conv", "attn/<l>/K", "attn/<l>/V"
-// (l = the model's layer index).
+// (l = the model's layer index); a low-rank T adds "linear/<l>/X" and "linear/<l>/Y" (T holds
+// its diagonal part [Hv, dk]).
 store::Entry to_store_entry(const SegmentEntry& entry);
 // The same arrays by reference (no copy), for SegmentStore::put; valid while `entry` lives.
 store::EntryView store_view(const SegmentEntry& entry);

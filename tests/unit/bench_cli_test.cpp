@@ -124,3 +124,50 @@ TEST(BenchCli, ForwardFromAConfigFileKeepsTheFirstLayersAndScales) {
   cli_test::expect_one_line_error(cli_test::run_hypic(dir.file(""), "bench forward --tokens 8"),
                                   "--model FOLDER or --config");
 }
+
+namespace {
+
+// `hypic bench compose` over every linear layer kind (tiny presets) and from a config.json:
+// one JSON run per architecture with its figures and the entry's bytes; a bad list or file is
+// one error line.
+TEST(BenchCli, ComposeMeasuresEveryArchitecture) {
+  const test_util::TempDir dir("hypic-bench-cli");
+  const std::string out = dir.file("compose.json");
+  const cli_test::CliRun r = cli_test::run_hypic(
+      dir.file(""), "bench compose --preset tiny --tokens 20 --junction 4 --reps 1 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("share %"), std::string::npos) << r.out;  // the summary table
+  const json j = json::parse(cli_test::slurp(out));
+  EXPECT_EQ(j["bench"], "compose");
+  ASSERT_EQ(j["runs"].size(), 4u);
+  const char* archs[] = {"qwen3_5_moe", "kimi_linear", "minimax", "bailing_moe_linear"};
+  const char* forms[] = {"dense", "dense", "scalar", "scalar"};
+  for (size_t i = 0; i < 4; ++i) {
+    const json& run = j["runs"][i];
+    EXPECT_EQ(run["arch"], archs[i]);
+    EXPECT_EQ(run["t_form"], forms[i]);
+    EXPECT_EQ(run["tokens"], 20);
+    EXPECT_TRUE(positive(run["layer_forward_ms"])) << archs[i];
+    EXPECT_TRUE(positive(run["entry_layer_bytes_bf16"])) << archs[i];
+    EXPECT_EQ(run["meets_target"], run["build_percent_of_layer"].get<double>() <= 7.0);
+    EXPECT_TRUE(run["summary_bytes"][forms[i]]["kept"].get<bool>()) << archs[i];
+  }
+  const std::string cfg =
+      std::string(HYPIC_TEST_DATA_DIR) + "/configs/kimi-linear-48b-a3b-instruct.json";
+  const cli_test::CliRun c = cli_test::run_hypic(
+      dir.file(""), "bench compose --config " + cfg +
+                        " --hidden 64 --value-heads 2 --key-heads 2 --head-dim 16 --tokens 11 "
+                        "--junction 4 --reps 1 --json " +
+                        out);
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  const json k = json::parse(cli_test::slurp(out));
+  ASSERT_EQ(k["runs"].size(), 1u);
+  EXPECT_EQ(k["runs"][0]["layer_kind"], "kda");
+  EXPECT_EQ(k["runs"][0]["t_form"], "lowrank");  // 7 cached tokens ≤ 16/2 − 1
+  EXPECT_EQ(k["runs"][0]["lowrank_max_tokens"], 7);
+  cli_test::expect_one_line_error(
+      cli_test::run_hypic(dir.file(""), "bench compose --arch no_such_arch --reps 1"),
+      "no_such_arch");
+}
+
+}  // namespace

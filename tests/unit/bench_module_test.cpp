@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -96,10 +98,11 @@ TEST(BenchModule, ComposeShareAndSummaryBytes) {
   o.value_heads = 4;
   o.head_dim = 16;
   o.reps = 2;
+  o.junction = 0;  // no S(R|0) correction: the build is the recurrence's extra time alone
   const bench::ComposeResult r = bench::run_compose(o);
-  for (double t : {r.layer_forward_s, r.delta_rule_s, r.delta_rule_with_t_s, r.apply_s})
+  for (double t : {r.layer_forward_s, r.recurrence_s, r.recurrence_with_t_s, r.apply_s})
     EXPECT_TRUE(positive(t)) << t;
-  EXPECT_DOUBLE_EQ(r.build_summary_s, std::max(0.0, r.delta_rule_with_t_s - r.delta_rule_s));
+  EXPECT_DOUBLE_EQ(r.build_summary_s, std::max(0.0, r.recurrence_with_t_s - r.recurrence_s));
   EXPECT_DOUBLE_EQ(r.build_percent_of_layer, 100.0 * r.build_summary_s / r.layer_forward_s);
   ASSERT_EQ(r.summary_bytes.size(), 4u);
   const char* structures[] = {"scalar", "diagonal", "dense", "lowrank"};
@@ -116,6 +119,65 @@ TEST(BenchModule, ComposeShareAndSummaryBytes) {
   EXPECT_EQ(r.summary_bytes[0].by_dtype[0].second, (4 + state_floats) * 4);  // one per head
   EXPECT_EQ(r.summary_bytes[2].by_dtype[0].second, 2 * state_floats * 4);    // dense dk × dk
   o.value_heads = 3;  // not a multiple of the key heads
+  EXPECT_THROW(bench::run_compose(o), hypic::Error);
+}
+
+// One linear layer of each kind at its architecture's tiny preset: the parts add up, the
+// summary is kept in the kind's structure (scalar per head for lightning layers, the WY form
+// for a short KDA segment), and the entry's bytes are that structure's.
+TEST(BenchModule, ComposeEveryLinearKind) {
+  struct Case {
+    const char* arch;
+    const char* kind;
+    int tokens;
+    const char* form;
+  };
+  for (const Case& c :
+       {Case{"qwen3_5_moe", "gated deltanet", 40, "dense"}, Case{"kimi_linear", "kda", 40, "dense"},
+        Case{"kimi_linear", "kda", 10, "lowrank"},  // 6 cached ≤ 16/2 − 1
+        Case{"minimax", "lightning", 40, "scalar"},
+        Case{"bailing_moe_linear", "lightning (RoPE)", 40, "scalar"}}) {
+    SCOPED_TRACE(std::string(c.arch) + " " + std::to_string(c.tokens));
+    bench::ComposeOptions o;
+    o.base = model::preset_config(model::parse_arch(c.arch), "tiny");
+    o.tokens = c.tokens;
+    o.junction = 4;
+    o.reps = 1;
+    const bench::ComposeResult r = bench::run_compose(o);
+    EXPECT_EQ(r.arch, c.arch);
+    EXPECT_EQ(r.layer_kind, c.kind);
+    EXPECT_EQ(r.t_form, c.form);
+    for (double t : {r.layer_forward_s, r.layer_forward_with_summary_s, r.recurrence_s,
+                     r.recurrence_with_t_s, r.apply_s})
+      EXPECT_TRUE(positive(t)) << t;
+    EXPECT_LE(r.recurrence_s, r.layer_forward_s);
+    EXPECT_DOUBLE_EQ(r.s0_s, r.apply_s);  // one application of T, with the window
+    EXPECT_DOUBLE_EQ(r.build_summary_s,
+                     std::max(0.0, r.recurrence_with_t_s - r.recurrence_s) + r.s0_s);
+    EXPECT_DOUBLE_EQ(r.build_percent_of_layer, 100.0 * r.build_summary_s / r.layer_forward_s);
+    const int cached = c.tokens - 4;
+    const size_t H = r.value_heads, dk = r.dk, dv = r.dv;
+    size_t t_values = H * dk * dk;
+    if (std::string(c.form) == "scalar") t_values = H;
+    if (std::string(c.form) == "lowrank") t_values = H * (dk + 2 * cached * dk);
+    EXPECT_EQ(r.entry_layer_bytes_bf16, (t_values + H * dk * dv + r.conv_values) * 2);
+    EXPECT_DOUBLE_EQ(r.entry_bytes_per_token_bf16, double(r.entry_layer_bytes_bf16) / cached);
+    EXPECT_EQ(r.conv_values > 0, std::string(c.form) != "scalar");  // lightning: no conv
+    // The kept structure is exact for the kind and the smallest exact one.
+    size_t kept = 0, smallest = SIZE_MAX;
+    for (const bench::SummaryBytes& row : r.summary_bytes) {
+      if (row.exact) smallest = std::min(smallest, row.by_dtype[0].second);
+      if (row.chosen) {
+        kept = row.by_dtype[0].second;
+        EXPECT_TRUE(row.exact) << row.structure;
+      }
+    }
+    EXPECT_EQ(kept, smallest);
+    EXPECT_EQ(r.lowrank_max_tokens, std::string(c.kind) == "kda" ? 7 : 0);
+  }
+  bench::ComposeOptions o;
+  o.base = model::preset_config(model::parse_arch("minimax"), "tiny");
+  o.layer = 3;  // a softmax-attention layer
   EXPECT_THROW(bench::run_compose(o), hypic::Error);
 }
 

@@ -15,6 +15,7 @@
 #include "error_of.hpp"
 #include "model/config_info.hpp"
 #include "model/presets.hpp"
+#include "pic/linear_summary.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -55,6 +56,7 @@ TEST(ConfigInfo, Qwen35MoeMatchesThePublishedCount) {
   EXPECT_EQ(s.entry_bytes_per_token, s.kv_bytes_per_token);
   // 30 linear layers x (T 32x128x128 + S 32x128x128 + conv 3 x 8192) x bf16
   EXPECT_EQ(s.entry_fixed_bytes, 30u * (2 * 32 * 128 * 128 + 3 * 8192) * 2);
+  EXPECT_EQ(s.entry_lowrank_max_tokens, 0);  // Gated DeltaNet entries keep T dense
 }
 
 // Kimi-Linear-48B-A3B-Instruct: the published checkpoint's tensors add up to 49,122,681,728
@@ -75,6 +77,12 @@ TEST(ConfigInfo, KimiLinearMatchesThePublishedCheckpoint) {
   EXPECT_EQ(s.entry_bytes_per_token, s.kv_bytes_per_token);
   // 20 KDA layers x (T 32x128x128 + S 32x128x128 + conv 3 x 3 x 4096) x bf16
   EXPECT_EQ(s.entry_fixed_bytes, 20u * (2 * 32 * 128 * 128 + 3 * 3 * 4096) * 2);
+  // Short segments keep T's WY form (the entries' own rule): diag 32x128 + 2·r·32x128.
+  EXPECT_EQ(s.entry_lowrank_max_tokens, hypic::pic::lowrank_max_tokens(128));
+  EXPECT_EQ(s.entry_lowrank_base_bytes, 20u * (32 * 128 + 32 * 128 * 128 + 3 * 3 * 4096) * 2);
+  EXPECT_EQ(s.entry_lowrank_bytes_per_token, 20u * 2 * 32 * 128 * 2);
+  EXPECT_LT(s.entry_lowrank_base_bytes + 63 * s.entry_lowrank_bytes_per_token, s.entry_fixed_bytes);
+  EXPECT_GT(s.entry_lowrank_base_bytes + 64 * s.entry_lowrank_bytes_per_token, s.entry_fixed_bytes);
 }
 
 // Ring-mini-linear-2.0: "16B parameters and 957M activations" (the Ring-linear technical

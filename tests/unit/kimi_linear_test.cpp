@@ -141,6 +141,108 @@ TEST(KimiLinear, ComposedKdaStateEqualsRecompute) {
   EXPECT_EQ(composed.n_tokens, full.n_tokens);
 }
 
+// KDA entries keep T in the smaller of its two exact forms: the WY form diag(γ) − XᵀY for a
+// short segment (r cached tokens, dk + 2·r·dk values per head), the dense matrix above
+// r = lowrank_max_tokens(dk). Composing a prompt of both kinds of segments equals recompute,
+// and a low-rank entry survives the store's arrays (X and Y beside T) unchanged.
+TEST(KimiLinear, ShortSegmentsKeepTheWyForm) {
+  const ModelConfig cfg = preset_config(parse_arch("kimi_linear"), "tiny");
+  Model model(cfg, random_weights(cfg, 31));
+  const int V = cfg.vocab_size, Hv = cfg.linear_num_value_heads, dk = cfg.linear_key_head_dim;
+  const int max_r = hypic::pic::lowrank_max_tokens(dk);
+  ASSERT_EQ(max_r, 7);  // dk 16: 16 + 2·7·16 = 240 < 256 = dk², and 8 tokens would be 272
+  // Cached tokens (after the 4-token window): 7 (WY), 30 (dense), 1 (WY), 8 (dense).
+  const std::vector<std::vector<int32_t>> segs = {ids(11, 2, V), ids(34, 9, V), ids(5, 4, V),
+                                                  ids(12, 6, V)};
+  std::vector<hypic::pic::SegmentEntry> entries;
+  for (const auto& s : segs) entries.push_back(hypic::pic::compute_entry(model, s, 4));
+  for (size_t i = 0; i < segs.size(); ++i)
+    for (const hypic::pic::LinearLayerEntry& le : entries[i].linear) {
+      const hypic::pic::LinearSummary& s = le.summary;
+      const int r = static_cast<int>(segs[i].size()) - 4;
+      const auto dense = hypic::pic::summary_bytes(hypic::pic::TStructure::Dense, Hv, dk, dk, 0,
+                                                   hypic::DType::F32);
+      const auto wy = hypic::pic::summary_bytes(hypic::pic::TStructure::LowRank, Hv, dk, dk, r,
+                                                hypic::DType::F32);
+      if (r <= max_r) {
+        ASSERT_EQ(s.structure, hypic::pic::TStructure::LowRank) << i;
+        EXPECT_EQ(s.rank, r);
+        EXPECT_EQ(s.x.size(), size_t(Hv) * r * dk);
+        EXPECT_LT(wy, dense);
+        EXPECT_EQ(s.bytes(hypic::DType::F32), wy);
+      } else {
+        ASSERT_EQ(s.structure, hypic::pic::TStructure::Dense) << i;
+        EXPECT_GE(wy, dense);
+        EXPECT_EQ(s.bytes(hypic::DType::F32), dense);
+      }
+    }
+
+  // The WY T, multiplied out, equals the dense T the layer captures over the same tokens.
+  ASSERT_EQ(cfg.layer_types[0], LayerKind::Kda);
+  const hypic::pic::LinearSummary as_dense =
+      hypic::pic::convert(hypic::kernels::host_backend(), entries[0].linear.front().summary,
+                          hypic::pic::TStructure::Dense);
+  InferenceCache dense_capture = model.new_cache();
+  model.prefill(std::vector<int32_t>(segs[0].begin(), segs[0].begin() + 4), dense_capture,
+                LogitsMode::None);
+  dense_capture.layers[0].capture_transition = true;
+  model.prefill(std::vector<int32_t>(segs[0].begin() + 4, segs[0].end()), dense_capture,
+                LogitsMode::None);
+  const Tensor& t_dense = dense_capture.layers[0].transition;
+  ASSERT_EQ(t_dense.numel(), int64_t(Hv) * dk * dk);
+  EXPECT_LE(rel_diff(Tensor::from_vector({Hv, dk, dk}, as_dense.t), t_dense), 1e-6);
+
+  // Composition: every segment's first-KDA-layer state path equals recompute.
+  std::vector<hypic::pic::PlacedSegment> placed;
+  std::vector<int32_t> whole;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    placed.push_back({&segs[i], &entries[i]});
+    whole.insert(whole.end(), segs[i].begin(), segs[i].end());
+  }
+  InferenceCache full = model.new_cache();
+  model.prefill(whole, full, LogitsMode::None);
+  InferenceCache composed = model.new_cache();
+  hypic::pic::compose_segments(model, placed, false, composed);
+  const double err = rel_diff(composed.layers[0].state, full.layers[0].state);
+  std::printf("[ kimi     ] WY and dense KDA entries composed vs recompute: %.2e\n", err);
+  EXPECT_LE(err, 1e-5);
+  // Only short segments in a row (WY · WY · WY chains): still recompute.
+  const std::vector<std::vector<int32_t>> shorts = {ids(9, 1, V), ids(6, 3, V), ids(11, 5, V)};
+  std::vector<hypic::pic::SegmentEntry> short_entries;
+  std::vector<hypic::pic::PlacedSegment> short_placed;
+  std::vector<int32_t> short_whole;
+  for (const auto& s : shorts) short_entries.push_back(hypic::pic::compute_entry(model, s, 4));
+  for (size_t i = 0; i < shorts.size(); ++i) {
+    short_placed.push_back({&shorts[i], &short_entries[i]});
+    short_whole.insert(short_whole.end(), shorts[i].begin(), shorts[i].end());
+  }
+  InferenceCache short_full = model.new_cache(), short_composed = model.new_cache();
+  model.prefill(short_whole, short_full, LogitsMode::None);
+  hypic::pic::compose_segments(model, short_placed, false, short_composed);
+  EXPECT_LE(rel_diff(short_composed.layers[0].state, short_full.layers[0].state), 1e-5);
+
+  // The store's arrays: T [H, dk] (the diagonal part), X and Y [H, r, dk]; read back equal.
+  hypic::store::Entry stored = hypic::pic::to_store_entry(entries[0]);
+  const int layer = entries[0].linear.front().layer;
+  const std::string base = "linear/" + std::to_string(layer) + "/";
+  ASSERT_EQ(stored.arrays.count(base + "X"), 1u);
+  EXPECT_EQ(stored.arrays.at(base + "T").shape(), (std::vector<int64_t>{Hv, dk}));
+  EXPECT_EQ(stored.arrays.at(base + "Y").shape(), (std::vector<int64_t>{Hv, 7, dk}));
+  EXPECT_EQ(hypic::pic::to_store_entry(entries[1]).arrays.count(base + "X"), 0u);  // dense
+  const hypic::pic::SegmentEntry back = hypic::pic::from_store_entry(std::move(stored), cfg, 4);
+  ASSERT_EQ(back.linear.size(), entries[0].linear.size());
+  for (size_t l = 0; l < back.linear.size(); ++l) {
+    const hypic::pic::LinearSummary &a = back.linear[l].summary, &b = entries[0].linear[l].summary;
+    EXPECT_EQ(a.structure, hypic::pic::TStructure::LowRank);
+    EXPECT_EQ(a.rank, b.rank);
+    EXPECT_EQ(a.t, b.t);
+    EXPECT_EQ(a.x, b.x);
+    EXPECT_EQ(a.y, b.y);
+    EXPECT_EQ(a.s, b.s);
+  }
+  EXPECT_EQ(back.bytes(), entries[0].bytes());
+}
+
 TEST(KimiLinear, PublishedConfigLayerPlan) {
   std::ifstream in(kConfigs + "/kimi-linear-48b-a3b-instruct.json");
   const ModelConfig c = ModelConfig::from_json(json::parse(in));
