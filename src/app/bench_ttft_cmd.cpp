@@ -109,7 +109,7 @@ void print_ratios(const bench::TtftResult& r, const std::map<std::string, RunSum
     const json ph = summaries.at(run.name).metrics_json()["phase_ms_mean"];
     std::printf(
         "%s TTFT breakdown (mean ms): store reads %.1f, composition %.1f, junction "
-        "recompute %.1f, question prefill %.1f, cold fill %.1f\n",
+        "windows + question (one pass) %.1f, separate question prefill %.1f, cold fill %.1f\n",
         run.name.c_str(), ph["store_read"].get<double>(), ph["composition"].get<double>(),
         ph["junction"].get<double>(), ph["question"].get<double>(), ph["cold_fill"].get<double>());
   }

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   // reports in one line, instead of SIGXFSZ killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
   hypic::reexec_for_runtime_settings(argc, argv);
+  hypic::keep_freed_memory();
   MPI_Init(&argc, &argv);
   int rc = 0;
   {

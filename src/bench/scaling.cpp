@@ -87,7 +87,7 @@ std::vector<pic::SegmentEntry> measure_segments(model::Model& net, const Scaling
 }
 
 // 2. The driver's own work with every entry at hand: composition and junctions per segment
-//    (spread by tokens), then the question (the tail).
+//    (spread by tokens), then the question (the tail; its rows' share of the junction pass).
 void measure_driver(model::Model& net, const std::string& fingerprint, const ScalingOptions& a,
                     const pic::Query& query, const std::vector<pic::SegmentEntry>& entries,
                     ScalingResult& r) {
@@ -97,11 +97,18 @@ void measure_driver(model::Model& net, const std::string& fingerprint, const Sca
   PrecomputedSource pre(entries);
   engine.set_cold_source(&pre);
   const pic::QueryResult composed = engine.run(query);
-  r.composition_s = composed.times.composition + composed.times.junction;
+  // The question runs as the last window of the junction pass (pic::compose_with_question):
+  // that pass's time is split between the windows and the question (the tail) by their rows.
+  const double question_rows = static_cast<double>(query.question.size());
+  const double pass_rows =
+      static_cast<double>(composed.tokens_recomputed) - static_cast<double>(query.prefix.size());
+  r.question_s =
+      composed.times.question + composed.times.junction * question_rows / std::max(1.0, pass_rows);
+  r.composition_s =
+      composed.times.composition + composed.times.junction + composed.times.question - r.question_s;
   for (ScalingSegment& seg : r.segments)
     seg.compose_s =
         r.composition_s * static_cast<double>(seg.tokens) / static_cast<double>(a.tokens);
-  r.question_s = composed.times.question;
   r.serial_ttft_s = r.compute_s + r.composition_s + r.question_s;
 }
 

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdlib>
 #include <string>
 
@@ -29,6 +33,16 @@ void reexec_for_runtime_settings(int argc, char** argv) {
   // execv failed: continue with the defaults; blas_info() shows which kernel runs.
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv("HYPIC_BLAS_REEXEC");
+}
+
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 }  // namespace hypic

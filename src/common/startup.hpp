@@ -13,4 +13,13 @@ namespace hypic {
 //   loop whenever other processes share the cores (ranks of an unbound job, a busy node).
 void reexec_for_runtime_settings(int argc, char** argv);
 
+// Keeps freed memory in the process for reuse instead of returning it to the system, unless
+// the user set glibc's own MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_: blocks up to
+// 32 MiB (glibc's largest threshold) come from the heap, and up to 1 GiB of free heap stays
+// mapped. Each query builds caches of several MiB (K/V rows, scratch) and drops them; handed
+// back each time, their pages were faulted in and zeroed again by the kernel on the next
+// query (about a fifth of pic's junction pass on the small preset, docs/engine.md). The same
+// for every mode. No-op where glibc's mallopt is not available.
+void keep_freed_memory();
+
 }  // namespace hypic

@@ -237,23 +237,33 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   return logits;
 }
 
-void Model::prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
-                            const SpliceFn& splice) {
+Tensor Model::prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
+                              const SpliceFn& splice, LogitsMode mode) {
   HYPIC_REQUIRE(static_cast<int>(cache.layers.size()) == cfg_.num_hidden_layers,
                 "inference cache does not belong to this model (layer count differs)");
+  HYPIC_REQUIRE(mode != LogitsMode::All, "prefill_windows returns the last token's logits only");
+  const bool want_last = mode == LogitsMode::Last;
+  HYPIC_REQUIRE(!want_last || (!windows.empty() && windows.back().n > 0),
+                "prefill_windows: logits need a last window with tokens");
+  Tensor logits({want_last ? 1 : 0, static_cast<int64_t>(cfg_.vocab_size)});
+  int64_t logits_position = 0;
   // Blocks of whole windows up to max_block_ rows; a longer window is cut into pieces, the
   // splice after its last piece only.
   std::vector<int32_t> tokens;
   std::vector<Span> spans;
   std::vector<int> ids;
   std::vector<int64_t> spliced;
-  auto flush = [&]() {
+  // `last`: the block that ends with the last window, whose last row's logits are wanted.
+  auto flush = [&](bool last) {
     if (spans.empty()) return;
     if (spans.back().end == 0) {  // empty windows only: nothing to run, splice every layer
       for (int l = 0; l < cfg_.num_hidden_layers; ++l)
         for (int id : ids)
           if (id >= 0) splice(id, l, cache.layers[static_cast<size_t>(l)]);
       for (int64_t n : spliced) cache.n_tokens += n;
+    } else if (last && want_last) {
+      run_spans(tokens.data(), spans, ids, spliced, &splice, cache, 1, logits.data());
+      logits_position = cache.n_tokens - spliced.back() - 1;
     } else {
       run_spans(tokens.data(), spans, ids, spliced, &splice, cache, 0, nullptr);
     }
@@ -268,10 +278,10 @@ void Model::prefill_windows(const std::vector<Window>& windows, InferenceCache& 
     const size_t max_rows = static_cast<size_t>(max_block_);
     // A window that does not fit starts a block; a longer one is cut at the same places as
     // its plain prefill would be.
-    if (tokens.size() + win.n > max_rows) flush();
+    if (tokens.size() + win.n > max_rows) flush(false);
     int done = 0;
     do {
-      if (tokens.size() == max_rows) flush();
+      if (tokens.size() == max_rows) flush(false);
       const int take = std::min(static_cast<int>(max_rows - tokens.size()), win.n - done);
       const int begin = static_cast<int>(tokens.size());
       tokens.insert(tokens.end(), win.tokens + done, win.tokens + done + take);
@@ -282,7 +292,9 @@ void Model::prefill_windows(const std::vector<Window>& windows, InferenceCache& 
       spliced.push_back(last ? win.spliced : 0);
     } while (done < win.n);
   }
-  flush();
+  flush(true);
+  require_finite_logits(logits, logits_position);
+  return logits;
 }
 
 Tensor Model::decode_step(int32_t token, InferenceCache& cache) {

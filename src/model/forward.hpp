@@ -57,8 +57,11 @@ class Model {
   // prefilling window 1, splicing its rest in every layer, prefilling window 2, ... (the
   // per-row products are the same; tested). Blocks of at most max_block_tokens() rows;
   // windows may be empty (splice only). Advances cache.n_tokens by every n + spliced.
-  void prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
-                       const SpliceFn& splice);
+  // LogitsMode::Last returns the logits [1, vocab] of the last window's last token (a
+  // composed prompt's question, run as its last window: one pass over the weights for the
+  // windows and the question); the last window must then hold tokens. None returns [0, vocab].
+  Tensor prefill_windows(const std::vector<Window>& windows, InferenceCache& cache,
+                         const SpliceFn& splice, LogitsMode mode = LogitsMode::None);
   // One token after the cached ones; logits [1, vocab].
   Tensor decode_step(int32_t token, InferenceCache& cache);
   // Prefills `prompt`, then picks the arg-max token n_new times (decoding each pick except

@@ -202,8 +202,12 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
   throw Error("segment entry has no part for layer " + std::to_string(layer));
 }
 
-double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
-                        bool addition, model::InferenceCache& cache, StateShareLog* shares) {
+namespace {
+// The one pass behind compose_segments and compose_with_question: every segment's window,
+// then the question's tokens (when given) as a last window with nothing spliced after it.
+Tensor compose_pass(model::Model& model, const std::vector<PlacedSegment>& segments,
+                    const std::vector<int32_t>* question, bool addition,
+                    model::InferenceCache& cache, StateShareLog* shares, double& splice_seconds) {
   std::vector<model::Window> windows;
   std::vector<int64_t> starts;  // each segment's absolute position
   int64_t pos = cache.n_tokens;
@@ -218,22 +222,44 @@ double compose_segments(model::Model& model, const std::vector<PlacedSegment>& s
     starts.push_back(pos);
     pos += e.n_tokens;
   }
+  if (question != nullptr) {
+    HYPIC_REQUIRE(!question->empty(), "compose: the question has no tokens");
+    windows.push_back({question->data(), static_cast<int>(question->size()), 0});
+  }
   const kernels::Backend& be = model.backend();
   const model::ModelConfig& cfg = model.config();
   // Resident entries may still be on their way up (EntryUploader): the splices read them.
   uint64_t ticket = 0;
   for (const PlacedSegment& s : segments) ticket = std::max(ticket, s.entry->upload_ticket);
   be.upload_fence(ticket);
-  double splice_seconds = 0;
-  model.prefill_windows(windows, cache, [&](int i, int layer, model::LayerCache& lc) {
+  splice_seconds = 0;
+  const model::SpliceFn splice = [&](int i, int layer, model::LayerCache& lc) {
     const size_t k = static_cast<size_t>(i);
+    if (k >= segments.size()) return;  // the question: nothing follows it
     if (shares != nullptr && lc.kind == model::LayerKind::Linear)
       measure_share(be, *segments[k].entry, i, layer, lc, *shares);
     const auto t0 = std::chrono::steady_clock::now();
     splice_layer(be, cfg, *segments[k].entry, layer, starts[k], addition, lc);
     splice_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  });
+  };
+  return model.prefill_windows(
+      windows, cache, splice,
+      question != nullptr ? model::LogitsMode::Last : model::LogitsMode::None);
+}
+}  // namespace
+
+double compose_segments(model::Model& model, const std::vector<PlacedSegment>& segments,
+                        bool addition, model::InferenceCache& cache, StateShareLog* shares) {
+  double splice_seconds = 0;
+  compose_pass(model, segments, nullptr, addition, cache, shares, splice_seconds);
   return splice_seconds;
+}
+
+Tensor compose_with_question(model::Model& model, const std::vector<PlacedSegment>& segments,
+                             const std::vector<int32_t>& question, bool addition,
+                             model::InferenceCache& cache, double& splice_seconds,
+                             StateShareLog* shares) {
+  return compose_pass(model, segments, &question, addition, cache, shares, splice_seconds);
 }
 
 }  // namespace hypic::pic

@@ -51,6 +51,17 @@ double compose_segments(model::Model& model, const std::vector<PlacedSegment>& s
                         bool addition, model::InferenceCache& cache,
                         StateShareLog* shares = nullptr);
 
+// compose_segments, then the prompt's question in the same layer-by-layer pass: the question
+// is the pass's last window (nothing is spliced after it), so each layer's weights are read
+// once for every window and the question instead of once more for a separate prefill. Equal
+// to compose_segments followed by model.prefill(question, cache, LogitsMode::Last) up to
+// float rounding (tested). Returns the question's last-token logits [1, vocab]; the seconds
+// spent splicing go to splice_seconds.
+Tensor compose_with_question(model::Model& model, const std::vector<PlacedSegment>& segments,
+                             const std::vector<int32_t>& question, bool addition,
+                             model::InferenceCache& cache, double& splice_seconds,
+                             StateShareLog* shares = nullptr);
+
 // K rows [n, Hkv, hd] rotated at positions q … moved to q + delta, in place.
 void rerotate_keys(const kernels::Backend& be, const model::ModelConfig& config, Tensor& k,
                    int64_t delta);

@@ -347,16 +347,18 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     placed[i] = {&q.segments[i], entries[i].get()};
     r.tokens_recomputed += entries[i]->junction;
   }
+  // The question runs as the pass's last window: its time is in `junction`.
   const auto t2 = Clock::now();
   StateShareLog shares;
-  r.times.composition = compose_segments(model_, placed, addition, cache,
-                                         options_.measure_state_contribution ? &shares : nullptr);
+  Tensor question_logits =
+      compose_with_question(model_, placed, q.question, addition, cache, r.times.composition,
+                            options_.measure_state_contribution ? &shares : nullptr);
+  r.tokens_recomputed += static_cast<int64_t>(q.question.size());
+  if (options_.keep_last_hidden) r.last_hidden = model_.last_hidden();
+  std::vector<float> logits = question_logits.take_vector();
   r.times.state_measure = shares.seconds;
   r.times.junction = seconds_since(t2) - r.times.composition - shares.seconds;
   r.state_shares = std::move(shares.shares);
-  const auto t3 = Clock::now();
-  std::vector<float> logits = final_prefill(q.question, cache, r);
-  r.times.question = seconds_since(t3);
   r.times.ttft = seconds_since(t0) - r.times.state_measure;
   decode(std::move(logits), cache, q.max_new_tokens, r);
 }

@@ -51,11 +51,13 @@ struct PhaseTimes {
   double store_read = 0;      // memory-tier lookups, store reads and decoding
   double cold_fill = 0;       // computing missing entries and writing them back
   double composition = 0;     // T·S + S(R|0), conv tails, re-rotated K and V
-  double junction = 0;        // junction windows through every layer
+  double junction = 0;        // junction windows through every layer (pic modes: and the
+                              // question, which runs as the same pass's last window)
   double prefix_restore = 0;  // prefix mode: copying the longest matching snapshot
   double prefill = 0;         // plain prefill (full mode; prefix's unmatched segments; the
                               // prompt prefix in pic modes)
   double question = 0;        // the question's prefill, up to the first token's logits
+                              // (full, prefix; pic modes: 0, counted in junction)
   double snapshot_save = 0;   // prefix mode: keeping snapshots at segment boundaries
   double state_measure = 0;   // EngineOptions::measure_state_contribution; not in ttft
   double ttft = 0;
