@@ -459,6 +459,42 @@ LONG_PLAN = [
 LONG_MAX_POSITIONS = 10240  # 8k-token prompts plus a 320-token summary, with a margin
 
 
+def grow_for_long_prompts(model, extra_attention_layers, slow_heads):
+    """Two changes to the warm-started model for 16-32 passages, both neutral or nearly so at
+    the start. (1) Appends full-attention layers, each a copy of the last one with its two
+    output projections zeroed, so the logits are unchanged at step 0: a second attention layer
+    is what a two-passage question needs (the first finds the bridge entity, the second the
+    fact about it). (2) Slows the decay of `slow_heads` value heads per Gated DeltaNet layer:
+    the embedded model forgets within a few tokens (A = exp(A_log) of 0.5-14), so no state
+    crosses a passage boundary and pic-addition could never differ from pic. The slowest heads
+    get A = 0.003 (about 0.45 left after 200 tokens), so a passage that only says "She" can
+    know from the state who she is."""
+    import copy
+    import torch
+
+    layers = model.model.layers
+    with torch.no_grad():
+        for _ in range(extra_attention_layers):
+            new = copy.deepcopy(layers[-1])
+            new.self_attn.o_proj.weight.zero_()
+            new.mlp.down_proj.weight.zero_()
+            idx = len(layers)
+            for m in new.modules():
+                if hasattr(m, "layer_idx"):
+                    m.layer_idx = idx
+            layers.append(new)
+            model.config.layer_types = list(model.config.layer_types) + ["full_attention"]
+            model.config.num_hidden_layers = len(layers)
+        for layer in layers:
+            attn = getattr(layer, "linear_attn", None)
+            if attn is None or slow_heads <= 0:
+                continue
+            slowest = torch.argsort(attn.A_log)[:slow_heads]  # the slowest heads move least
+            attn.A_log[slowest] = math.log(0.003)
+    print(f"model for long prompts: layers {model.config.layer_types}, "
+          f"{slow_heads} slow head(s) per linear layer", flush=True)
+
+
 def long_stage(progress):
     for until, passages, rows, share in LONG_PLAN:
         if progress < until:
@@ -572,6 +608,7 @@ def main_long(args):
         return
     model = Qwen3_5ForCausalLM.from_pretrained(str(init), dtype=torch.float32)
     model.config.max_position_embeddings = LONG_MAX_POSITIONS
+    grow_for_long_prompts(model, args.extra_attention_layers, args.slow_heads)
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -598,7 +635,8 @@ def main_long(args):
     em, kinds, sum_loss = dev_eval()
     print(f"start: dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
     log.append({"step": 0, "dev_em": em, "dev_em_per_kind": kinds, "dev_summary_loss":
-                round(sum_loss, 4), "minutes": round((time.time() - start) / 60, 2)})
+                round(sum_loss, 4), "minutes": 0.0})
+    start = time.time()  # the budget counts training (and the evaluations during it) only
     while True:
         progress = max(step / args.steps, (time.time() - start) / 60 / args.minutes)
         if progress >= 1.0:
@@ -637,10 +675,14 @@ def main_long(args):
     log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
                 "dev_summary_loss": round(sum_loss, 4),
                 "minutes": round((time.time() - start) / 60, 2)})
-    export(model, out, {"task": "long", "seed": args.seed, "init_from": str(init),
+    shown = init.resolve()
+    shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
+    export(model, out, {"task": "long", "seed": args.seed, "init_from": str(shown),
                         "steps_asked": args.steps, "steps_run": step,
                         "minutes_budget": args.minutes, "lr": args.lr, "threads": args.threads,
                         "plan": LONG_PLAN, "parameters": n_params,
+                        "extra_attention_layers": args.extra_attention_layers,
+                        "slow_heads": args.slow_heads,
                         "minutes": round((time.time() - start) / 60, 1),
                         "torch": torch.__version__, "log": log})
     print(f"wrote {out}", flush=True)
@@ -693,6 +735,10 @@ def main():
     ap.add_argument("--test-summaries", type=int, default=200, help="--task long")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--plan", action="store_true", help="--task long: print the plan and stop")
+    ap.add_argument("--extra-attention-layers", type=int, default=1,
+                    help="--task long: full-attention layers appended (zero-initialised output)")
+    ap.add_argument("--slow-heads", type=int, default=1,
+                    help="--task long: value heads per linear layer given a slow decay")
     args = ap.parse_args()
     if args.task == "long":
         if args.plan:
