@@ -34,14 +34,7 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 model::ModelConfig read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  HYPIC_REQUIRE(in.good(), path + ": cannot open");
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(path + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json root = read_json_file(path);
   try {
     return model::ModelConfig::from_json(root);
   } catch (const Error& e) {

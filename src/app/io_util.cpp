@@ -66,4 +66,14 @@ uint64_t peak_rss_bytes() {
   return 0;
 }
 
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  HYPIC_REQUIRE(in.good(), path + ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path + ": invalid JSON: " + e.what());
+  }
+}
+
 }  // namespace hypic::app

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/config.hpp"
 
 namespace hypic::app {
@@ -16,6 +18,9 @@ std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size);
 // not fit the model's context (model::context_overflow), before anything is allocated.
 void require_fits_context(const model::ModelConfig& cfg, const std::string& source,
                           size_t prompt_tokens, int64_t new_tokens);
+
+// Parses a JSON file; throws hypic::Error "PATH: cannot open" or "PATH: invalid JSON: …".
+nlohmann::json read_json_file(const std::string& path);
 
 // Writes text to a file (creating parent folders); throws hypic::Error on failure.
 void write_text_file(const std::string& path, const std::string& text);

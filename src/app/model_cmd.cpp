@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/io_util.hpp"
 #include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config_info.hpp"
@@ -134,14 +135,7 @@ int run_info(const std::string& dir) {
 // `model info --config FILE`: what config.json alone says (no weights are read).
 int run_info_config(const std::string& path) {
   using namespace hypic::model;
-  std::ifstream in(path);
-  HYPIC_REQUIRE(in.good(), path + ": cannot open");
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(path + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json root = read_json_file(path);
   ConfigSummary s;
   try {
     s = summarize_config(root);
