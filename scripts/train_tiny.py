@@ -606,6 +606,12 @@ def main_long(args):
     print_long_plan(args)
     if args.data_only:
         return
+    # A long-task model as --init-from continues that run: its record is kept in ours.
+    earlier = None
+    if (init / "training.json").exists():
+        earlier = json.loads((init / "training.json").read_text())
+        if earlier.get("task") != "long":
+            earlier = None
     model = Qwen3_5ForCausalLM.from_pretrained(str(init), dtype=torch.float32)
     model.config.max_position_embeddings = LONG_MAX_POSITIONS
     grow_for_long_prompts(model, args.extra_attention_layers, args.slow_heads)
@@ -630,7 +636,7 @@ def main_long(args):
         model.train()
         return em, kinds, sum(sl_) / len(sl_)
 
-    rng = random.Random(args.seed + 1)
+    rng = random.Random(args.seed + 1 if args.train_seed is None else args.train_seed)
     log, tokens, step, start = [], 0, 0, time.time()
     em, kinds, sum_loss = dev_eval()
     print(f"start: dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
@@ -684,7 +690,8 @@ def main_long(args):
                         "extra_attention_layers": args.extra_attention_layers,
                         "slow_heads": args.slow_heads,
                         "minutes": round((time.time() - start) / 60, 1),
-                        "torch": torch.__version__, "log": log})
+                        "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
+                        "continues": earlier})
     print(f"wrote {out}", flush=True)
 
 
@@ -727,6 +734,10 @@ def main():
     ap.add_argument("--task", choices=["short", "long"], default="short",
                     help="short: the embedded model's task (3-6 passages); long: 16-32 passages "
                          "and summaries (synth_long.py), see LONG_PLAN")
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="--task long: seed of the training-example stream (default --seed + 1); "
+                    "a run continuing another gives a new one so it sees new examples, while "
+                    "--seed keeps the held-out sets")
     ap.add_argument("--init-from", default=str(ROOT / "inputs/models/qwen3_5-synthqa"),
                     help="--task long: model folder to start from (its tokenizer is kept)")
     ap.add_argument("--data-dir", default=str(ROOT / "inputs"),

@@ -1,5 +1,6 @@
 #include "hypic/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -190,6 +191,14 @@ void Tensor::append_rows(const float* rows, int64_t n_rows) {
   f32_.insert(f32_.end(), rows, rows + static_cast<size_t>(n_rows) * row_floats);
   shape_[0] += n_rows;
   n_ = f32_.size();
+}
+
+void Tensor::reserve_rows(int64_t total_rows) {
+  check_host_f32("reserve_rows");
+  if (rank() < 1) throw Error("Tensor::reserve_rows needs a tensor of rank 1 or more");
+  size_t row_floats = 1;
+  for (size_t i = 1; i < shape_.size(); ++i) row_floats *= static_cast<size_t>(shape_[i]);
+  f32_.reserve(static_cast<size_t>(std::max<int64_t>(total_rows, 0)) * row_floats);
 }
 
 Tensor Tensor::to(Device device, const Allocator* allocator) const {

@@ -1,14 +1,18 @@
-// Host causal attention: per kv head and block of kBlock queries, the queries of every head
-// sharing that kv head are stacked, their scores against all visible keys are one sgemm,
-// the masked softmax runs row by row (vectorisable exp), and the weighted values are a
-// second sgemm. The (kv head, query block) items are independent and run in parallel
-// (parallel.hpp), each with its products on its own thread.
+// Host causal attention: per kv head and block of queries, the queries of every head sharing
+// that kv head are stacked, and the keys are visited in steps of kKeys. Each step's scores are
+// one sgemm for the queries that see the step's first key (positions ascend, so they are a
+// run of rows), the masked exponentials run row by row (vectorisable exp) with a running max
+// and sum per row (online softmax), and the weighted values accumulate through a second sgemm.
+// A query meets only the key steps it can see: junction windows far apart in one block do not
+// multiply against keys none of them sees. The (kv head, query block) items are independent
+// and run in parallel (parallel.hpp), each with its products on its own thread.
 #include "hypic/kernels/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -17,9 +21,6 @@
 
 namespace hypic::kernels {
 namespace {
-constexpr int kBlock =
-    128;  // queries per head and block; the group of heads sharing a kv head multiplies it
-
 // exp(x) for x ≤ 0 within ~1 ulp (Cephes expf polynomial after range reduction); plain
 // arithmetic so the compiler vectorises the softmax loop, unlike a libm call.
 inline float exp_nonpositive(float x) {
@@ -39,10 +40,10 @@ inline float exp_nonpositive(float x) {
   return y * scale;
 }
 
-// In place: row[0, visible) ← softmax, row[visible, width) ← 0. The reductions keep
-// kLanes partial results so the compiler vectorises them without -ffast-math.
-inline void masked_softmax_row(float* row, int visible, int width) {
-  constexpr int kLanes = 16;
+// The largest of row[0, visible), in kLanes partial results so that the compiler vectorises
+// the loop without -ffast-math.
+constexpr int kLanes = 16;
+inline float row_max(const float* row, int visible) {
   float lane[kLanes];
   for (int l = 0; l < kLanes; ++l) lane[l] = row[0];
   int j = 0;
@@ -51,9 +52,16 @@ inline void masked_softmax_row(float* row, int visible, int width) {
   float mx = row[0];
   for (int l = 0; l < kLanes; ++l) mx = std::max(mx, lane[l]);
   for (; j < visible; ++j) mx = std::max(mx, row[j]);
+  return mx;
+}
 
+// In place: row[0, visible) ← exp(row − mx), row[visible, width) ← 0 (keys past the query).
+// Returns the sum of the exponentials.
+inline float exp_row(float* row, int visible, int width, float mx) {
+  float lane[kLanes];
   for (int l = 0; l < kLanes; ++l) lane[l] = 0.0f;
-  for (j = 0; j + kLanes <= visible; j += kLanes)
+  int j = 0;
+  for (; j + kLanes <= visible; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
       const float e = exp_nonpositive(row[j + l] - mx);
       row[j + l] = e;
@@ -66,9 +74,8 @@ inline void masked_softmax_row(float* row, int visible, int width) {
     sum += e;
   }
   for (int l = 0; l < kLanes; ++l) sum += lane[l];
-  const float inv = 1.0f / sum;
-  for (j = 0; j < visible; ++j) row[j] *= inv;
   for (j = visible; j < width; ++j) row[j] = 0.0f;
+  return sum;
 }
 }  // namespace
 
@@ -77,8 +84,13 @@ float attention_exp(float x) {
 }
 
 namespace {
+// Query rows per item (the queries of a block times the heads sharing their kv head) and keys
+// per step of the key loop: the scores of one step, kRows × kKeys floats, stay in L2.
+constexpr int kRows = 256, kKeys = 256;
+
 int query_block(const AttentionDims& d) {
-  return std::min(d.T, kBlock);
+  const int group = d.H / std::max(1, d.Hkv);
+  return std::min(d.T, std::max(16, kRows / std::max(1, group)));
 }
 
 // The caller's workspace serves the thread in slot 0; every other thread of the team keeps its
@@ -93,7 +105,8 @@ float* thread_workspace(float* work, size_t floats) {
 
 size_t attention_workspace_floats(const AttentionDims& d) {
   const size_t rows = static_cast<size_t>(d.H / std::max(1, d.Hkv)) * query_block(d);
-  return rows * (static_cast<size_t>(d.n_kv) + 2 * static_cast<size_t>(d.hd));
+  // queries, accumulated values, scores of one key step, running max and sum per row
+  return rows * (2 * static_cast<size_t>(d.hd) + kKeys + 2);
 }
 
 void attention_causal(const AttentionDims& d, const float* q, const float* k, const float* v,
@@ -111,62 +124,72 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   const int q_ld = d.H * d.hd;
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);
+  const int n_blocks = (d.T + bq - 1) / bq;
   const size_t hd = static_cast<size_t>(d.hd);
-  // Queries per block from q0: up to bq; at given positions, also no further than keeps the
-  // masked part of the block's scores (keys past a query's position, up to the block's
-  // width) within a quarter of the visible part, so that far-apart windows do not multiply
-  // against keys none of them sees.
-  auto block_rows = [&](int q0) {
-    const int most = std::min(bq, d.T - q0);
-    if (d.positions == nullptr) return most;
-    int64_t visible = position(q0) + 1;
-    int n = 1;
-    for (; n < most; ++n) {
-      const int64_t width = position(q0 + n) + 1;
-      const int64_t masked = width * (n + 1) - (visible + width);
-      if (4 * masked > visible + width) break;
-      visible += width;
-    }
-    return n;
-  };
-  // The blocks are fixed before the threads start, so every (kv head, block) item is the same
-  // work at any thread count (results do not depend on it).
-  std::vector<std::pair<int, int>> blocks;  // (first query, queries)
-  for (int q0 = 0, nq = 0; q0 < d.T; q0 += nq) {
-    nq = block_rows(q0);
-    blocks.emplace_back(q0, nq);
-  }
-  const int n_blocks = static_cast<int>(blocks.size());
   const size_t work_floats = attention_workspace_floats(d);
+  // Items are (kv head, block of bq queries), fixed by the shape: every item is the same work
+  // at any thread count, so results do not depend on it.
   const int64_t item_work = int64_t(group) * bq * (past + d.T) * int64_t(hd) * 2;
   host::parallel_for(int64_t(d.Hkv) * n_blocks, item_work, [&](int64_t item) {
     const int g = static_cast<int>(item / n_blocks);
-    const int q0 = blocks[static_cast<size_t>(item % n_blocks)].first;
-    const int nq = blocks[static_cast<size_t>(item % n_blocks)].second;
-    // The query heads sharing one kv head are stacked (head-major) so the scores of the whole
-    // group are one product against the shared keys.
-    float* scores = thread_workspace(work, work_floats);            // [group·bq, ≤ n_kv]
-    float* qs = scores + static_cast<size_t>(group) * bq * d.n_kv;  // [group·bq, hd]
-    float* os = qs + static_cast<size_t>(group) * bq * hd;          // [group·bq, hd]
+    const int q0 = static_cast<int>(item % n_blocks) * bq;
+    const int nq = std::min(bq, d.T - q0);
+    const size_t rows = static_cast<size_t>(group) * nq;
+    // Rows are query-major (row t·group + j: query q0 + t, head g·group + j), so the queries
+    // that see a key (those at or after its position) are a contiguous run of rows.
+    float* qs = thread_workspace(work, work_floats);  // [rows, hd]
+    float* acc = qs + rows * hd;                      // [rows, hd]
+    float* scores = acc + rows * hd;                  // [rows, kKeys]
+    float* mx = scores + rows * kKeys;                // [rows]
+    float* sum = mx + rows;                           // [rows]
+    for (int t = 0; t < nq; ++t)
+      std::memcpy(qs + static_cast<size_t>(t) * group * hd,
+                  q + static_cast<size_t>(q0 + t) * q_ld + static_cast<size_t>(g) * group * hd,
+                  group * hd * sizeof(float));
+    std::fill(acc, acc + rows * hd, 0.0f);
+    std::fill(mx, mx + rows, -std::numeric_limits<float>::infinity());
+    std::fill(sum, sum + rows, 0.0f);
     const float* kg = k + g * hd;
     const float* vg = v + g * hd;
-    const int rows = group * nq;
-    const int width = position(q0 + nq - 1) + 1;  // keys visible to the block's last query
-    for (int j = 0; j < group; ++j)
-      for (int t = 0; t < nq; ++t)
-        std::memcpy(
-            qs + (static_cast<size_t>(j) * nq + t) * hd,
-            q + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
-            hd * sizeof(float));
-    gemm(false, true, rows, width, d.hd, d.scale, qs, d.hd, kg, kv_ld, 0.0f, scores, width);
-    for (int r = 0; r < rows; ++r)
-      masked_softmax_row(scores + static_cast<size_t>(r) * width, position(q0 + r % nq) + 1, width);
-    gemm(false, false, rows, d.hd, width, 1.0f, scores, width, vg, kv_ld, 0.0f, os, d.hd);
-    for (int j = 0; j < group; ++j)
-      for (int t = 0; t < nq; ++t)
-        std::memcpy(
-            out + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd,
-            os + (static_cast<size_t>(j) * nq + t) * hd, hd * sizeof(float));
+    // Keys in steps of kKeys from 0 up to what the block's last query sees; each step meets
+    // only the queries that see its first key, with an online softmax (running max and sum,
+    // the accumulated values rescaled when the max grows).
+    const int keys = position(q0 + nq - 1) + 1;
+    int first = 0;  // the block's first query at or after the step's first key
+    for (int j0 = 0; j0 < keys; j0 += kKeys) {
+      while (position(q0 + first) < j0) ++first;
+      const int width = std::min(kKeys, keys - j0);
+      const size_t r0 = static_cast<size_t>(first) * group;
+      const int active = static_cast<int>(rows - r0);
+      float* s = scores + r0 * kKeys;
+      gemm(false, true, active, width, d.hd, d.scale, qs + r0 * hd, d.hd,
+           kg + static_cast<size_t>(j0) * kv_ld, kv_ld, 0.0f, s, kKeys);
+      for (int r = 0; r < active; ++r) {
+        const size_t row = r0 + r;
+        const int t = static_cast<int>(row) / group;
+        const int visible = std::min(width, position(q0 + t) - j0 + 1);  // ≥ 1
+        float* sr = s + static_cast<size_t>(r) * kKeys;
+        const float m_old = mx[row];
+        const float m_new = std::max(m_old, row_max(sr, visible));
+        const float rescale = m_old == -std::numeric_limits<float>::infinity()
+                                  ? 0.0f  // the row's first step
+                                  : exp_nonpositive(m_old - m_new);
+        sum[row] = sum[row] * rescale + exp_row(sr, visible, width, m_new);
+        mx[row] = m_new;
+        if (rescale != 1.0f)
+          for (size_t c = 0; c < hd; ++c) acc[row * hd + c] *= rescale;
+      }
+      gemm(false, false, active, d.hd, width, 1.0f, s, kKeys, vg + static_cast<size_t>(j0) * kv_ld,
+           kv_ld, 1.0f, acc + r0 * hd, d.hd);
+    }
+    for (int t = 0; t < nq; ++t)
+      for (int j = 0; j < group; ++j) {
+        const size_t row = static_cast<size_t>(t) * group + j;
+        const float inv = 1.0f / sum[row];
+        float* o =
+            out + static_cast<size_t>(q0 + t) * q_ld + (static_cast<size_t>(g) * group + j) * hd;
+        for (size_t c = 0; c < hd; ++c) o[c] = acc[row * hd + c] * inv;
+      }
   });
 }
 

@@ -45,6 +45,12 @@ void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T,
   append_device(v, v_rows, T, *device);
 }
 
+void LayerCache::reserve_kv(int64_t tokens) {
+  if (is_linear_kind(kind) || k.device() != Device::Host) return;
+  k.reserve_rows(tokens);
+  if (kind != LayerKind::Mla) v.reserve_rows(tokens);
+}
+
 InferenceCache InferenceCache::empty(const ModelConfig& cfg, const Allocator* device) {
   InferenceCache cache;
   cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));

@@ -41,6 +41,9 @@ struct LayerCache {
   // `device` (its allocator) and the rows copied within device memory.
   void append_kv(const float* k_rows, const float* v_rows, int64_t T,
                  const Allocator* device = nullptr);
+  // Host K/V caches: room for `tokens` rows in all, so that a prefill that knows its length
+  // appends without moving what is cached (no-op for linear layers and device caches).
+  void reserve_kv(int64_t tokens);
 };
 
 struct InferenceCache {

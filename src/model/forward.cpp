@@ -223,6 +223,8 @@ Tensor Model::prefill(const std::vector<int32_t>& tokens, InferenceCache& cache,
   const int64_t vocab = cfg_.vocab_size;
   const int64_t pos0 = cache.n_tokens;
   if (mode == LogitsMode::All) require_logits_fit(T, vocab);
+  if (T > 1)  // a decode step's single row grows the caches geometrically instead
+    for (LayerCache& lc : cache.layers) lc.reserve_kv(pos0 + T);
   Tensor logits({mode == LogitsMode::All ? T : mode == LogitsMode::Last ? 1 : 0, vocab});
   for (int64_t b0 = 0; b0 < T; b0 += max_block_) {
     const int n = static_cast<int>(std::min<int64_t>(max_block_, T - b0));
@@ -247,6 +249,9 @@ Tensor Model::prefill_windows(const std::vector<Window>& windows, InferenceCache
                 "prefill_windows: logits need a last window with tokens");
   Tensor logits({want_last ? 1 : 0, static_cast<int64_t>(cfg_.vocab_size)});
   int64_t logits_position = 0;
+  int64_t total = cache.n_tokens;  // the K/V rows once every window and splice is in
+  for (const Window& win : windows) total += win.n + win.spliced;
+  for (LayerCache& lc : cache.layers) lc.reserve_kv(total);
   // Blocks of whole windows up to max_block_ rows; a longer window is cut into pieces, the
   // splice after its last piece only.
   std::vector<int32_t> tokens;

@@ -172,9 +172,10 @@ std::vector<float> naive_attention(const hk::AttentionDims& d, const std::vector
 }
 
 TEST(AttentionKernels, CausalGqaMatchesNaive) {
-  // T past one query block (128) with and without cached keys before the block.
+  // T past one query block (128) with and without cached keys before the block, and keys over
+  // several steps of the key loop (256).
   for (const auto& [T, n_kv] :
-       {std::pair<int, int>{1, 1}, {5, 5}, {3, 40}, {150, 150}, {130, 200}}) {
+       {std::pair<int, int>{1, 1}, {5, 5}, {3, 40}, {150, 150}, {130, 200}, {300, 700}}) {
     const hk::AttentionDims d{T, n_kv, 6, 2, 8, 0.5f};
     const auto q = randn(static_cast<size_t>(T) * d.H * d.hd, 21, 2.0f);
     const auto k = randn(static_cast<size_t>(n_kv) * d.Hkv * d.hd, 22);

@@ -126,6 +126,8 @@ class Tensor {
   // Appends rows to a host f32 tensor of shape [n, ...] (growth amortised like a vector's):
   // the KV cache's append of every forward block and decode step.
   void append_rows(const float* rows, int64_t n_rows);
+  // Room for `total_rows` rows in all (host f32), so appends up to there never move the data.
+  void reserve_rows(int64_t total_rows);
 
   // A copy on `device` (allocator: that device's; null for the host). Same dtype.
   Tensor to(Device device, const Allocator* allocator = nullptr) const;
