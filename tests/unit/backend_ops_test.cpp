@@ -821,7 +821,9 @@ TEST_P(BackendOps, AttentionCausalAtPositions) {
   REQUIRE_OP(Op::AttentionCausal);
   std::mt19937 rng(17);
   const std::vector<std::vector<int>> layouts = {
-      {0, 1, 2, 9, 10, 30}, {5}, {3, 4, 5, 6, 7, 8, 9, 40, 41, 42, 43, 100, 101, 102, 103, 104},
+      {0, 1, 2, 9, 10, 30},
+      {5},
+      {3, 4, 5, 6, 7, 8, 9, 40, 41, 42, 43, 100, 101, 102, 103, 104},
       // windows several key steps (256 keys on the host) apart, one right after a step's start
       {0, 1, 2, 300, 301, 512, 700, 701, 702, 703, 1100}};
   for (const auto& positions : layouts)
