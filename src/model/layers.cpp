@@ -58,6 +58,36 @@ void* Workspace::device_buffer(Tensor& t, DType dtype, size_t n) {
   return t.raw();
 }
 
+void conv_span_qkv(const kernels::Backend& be, const ConvQkvDims& d, const Tensor& conv_weight,
+                   LayerCache& cache, const float* mixed, float* conv_out, int n, float* q,
+                   float* k, float* v, Lap& lap, ForwardTimes& times) {
+  be.causal_conv1d_silu(mixed, f32(conv_weight), f32(cache.conv), conv_out, n, d.conv_dim,
+                        d.kernel);
+  lap.to(times.gdn_conv);
+  be.copy_strided(conv_out, d.conv_dim, 0, q, n, d.key_dim);
+  be.copy_strided(conv_out, d.conv_dim, d.key_dim, k, n, d.key_dim);
+  be.copy_strided(conv_out, d.conv_dim, 2 * d.key_dim, v, n, d.value_dim);
+  be.l2_normalize_rows(q, n * d.key_heads, d.dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(d.dk)));
+  be.l2_normalize_rows(k, n * d.key_heads, d.dk, 1e-6f, 1.0f);
+  lap.to(times.gdn_prep);
+}
+
+void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const float* block_t,
+                           float* before, int heads, int dk) {
+  const size_t tsize = static_cast<size_t>(heads) * dk * dk;
+  if (cache.transition.empty()) {
+    cache.transition = be.device() == Device::Host
+                           ? Tensor({heads, dk, dk})
+                           : Tensor({heads, dk, dk}, DType::F32, be.device(), &be);
+    be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
+    return;
+  }
+  be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
+  const int64_t dd = static_cast<int64_t>(dk) * dk;
+  be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, block_t, dk, dd, before, dk, dd, 0.0f,
+                          f32(cache.transition), dk, dd, heads);
+}
+
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, int T, LayerCache& cache, Workspace& ws) {
   const Span whole{0, T, 0};
@@ -98,6 +128,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   const size_t tsize = static_cast<size_t>(Hv) * dk * dk;
   float* block_t = cache.capture_transition ? ws.floats(Workspace::kI, tsize) : nullptr;
   const kernels::FamilySpec spec = kernels::member_spec(kernels::Member::GatedDeltaNet);
+  const ConvQkvDims qkv{conv_dim, key_dim, value_dim, Hk, dk, K};
   // Conv and delta rule continue the cache span by span: each span starts from the state
   // (and conv tail) that the previous span and the hook left.
   for (int i = 0; i < n_spans; ++i) {
@@ -105,36 +136,18 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
     const int n = s.rows();
     const size_t r0 = static_cast<size_t>(s.begin);
     if (n > 0) {
-      be.causal_conv1d_silu(mixed + r0 * conv_dim, f32(w.conv1d), f32(cache.conv),
-                            conv_out + r0 * conv_dim, n, conv_dim, K);
-      lap.to(ws.times.gdn_conv);
       float* qs = q + r0 * key_dim;
       float* ks = k + r0 * key_dim;
       float* vs = v + r0 * value_dim;
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 0, qs, n, key_dim);
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, key_dim, ks, n, key_dim);
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 2 * key_dim, vs, n, value_dim);
-      be.l2_normalize_rows(qs, n * Hk, dk, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)));
-      be.l2_normalize_rows(ks, n * Hk, dk, 1e-6f, 1.0f);
-      lap.to(ws.times.gdn_prep);
+      conv_span_qkv(be, qkv, w.conv1d, cache, mixed + r0 * conv_dim, conv_out + r0 * conv_dim, n,
+                    qs, ks, vs, lap, ws.times);
 
       const kernels::FamilyDims dims{n, Hk, Hv, dk, dv};
       const kernels::FamilyInputs in{qs, ks, vs, g + r0 * Hv, beta + r0 * Hv};
       float* core_s = core + r0 * value_dim;
       if (cache.capture_transition) {
         be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kDeltaRuleChunk);
-        if (cache.transition.empty()) {
-          cache.transition = be.device() == Device::Host
-                                 ? Tensor({Hv, dk, dk})
-                                 : Tensor({Hv, dk, dk}, DType::F32, be.device(), &be);
-          be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
-        } else {  // transition ← T_block · transition, head by head
-          float* before = ws.floats(Workspace::kJ, tsize);
-          be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
-          const int64_t dd = static_cast<int64_t>(dk) * dk;
-          be.gemm_strided_batched(false, false, dk, dk, dk, 1.0f, block_t, dk, dd, before, dk, dd,
-                                  0.0f, f32(cache.transition), dk, dd, Hv);
-        }
+        accumulate_transition(be, cache, block_t, ws.floats(Workspace::kJ, tsize), Hv, dk);
       } else if (n == 1) {  // one decode step: the recurrence is the cheaper form
         be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
       } else {

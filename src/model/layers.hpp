@@ -90,6 +90,24 @@ struct Span {
 // Called with the span's index and the layer's cache after the span has passed the layer.
 using AfterSpan = std::function<void(int span, LayerCache& cache)>;
 
+// The span steps that Gated DeltaNet and KDA share.
+// conv_span_qkv: causal conv1d + SiLU over a span's n rows of `mixed` (the conv channels
+// q|k|v, conv_dim = 2·key_dim + value_dim), continuing cache.conv, into conv_out; then q, k
+// and v split off it and q, k L2-normalised per head of dk (q also scaled by dk^-½). The times
+// go to gdn_conv and gdn_prep.
+struct ConvQkvDims {
+  int conv_dim = 0, key_dim = 0, value_dim = 0;
+  int key_heads = 0, dk = 0;
+  int kernel = 0;  // conv taps
+};
+void conv_span_qkv(const kernels::Backend& be, const ConvQkvDims& d, const Tensor& conv_weight,
+                   LayerCache& cache, const float* mixed, float* conv_out, int n, float* q,
+                   float* k, float* v, Lap& lap, ForwardTimes& times);
+// cache.transition ← block_t · cache.transition per head (heads × dk × dk); the first block's
+// is copied in (allocated on the backend's device). `before`: scratch of as many floats.
+void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const float* block_t,
+                           float* before, int heads, int dk);
+
 // Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates
 // β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
 // gated RMSNorm with z → out_proj. Advances cache.state and cache.conv (and

@@ -56,23 +56,17 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
   const size_t tsize = static_cast<size_t>(H) * d * d;
   float* block_t = cache.capture_transition ? ws.floats(Workspace::kJ, 2 * tsize) : nullptr;
   const kernels::FamilySpec spec = kernels::member_spec(kernels::Member::KDA);
+  const ConvQkvDims qkv{conv_dim, P, P, H, d, K};
   for (int i = 0; i < n_spans; ++i) {
     const Span& s = spans[i];
     const int n = s.rows();
     const size_t r0 = static_cast<size_t>(s.begin);
     if (n > 0) {
-      be.causal_conv1d_silu(mixed + r0 * conv_dim, f32(w.conv1d), f32(cache.conv),
-                            conv_out + r0 * conv_dim, n, conv_dim, K);
-      lap.to(ws.times.gdn_conv);
       float* qs = q + r0 * P;
       float* ks = k + r0 * P;
       float* vs = v + r0 * P;
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 0, qs, n, P);
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, P, ks, n, P);
-      be.copy_strided(conv_out + r0 * conv_dim, conv_dim, 2 * P, vs, n, P);
-      be.l2_normalize_rows(qs, n * H, d, 1e-6f, 1.0f / std::sqrt(static_cast<float>(d)));
-      be.l2_normalize_rows(ks, n * H, d, 1e-6f, 1.0f);
-      lap.to(ws.times.gdn_prep);
+      conv_span_qkv(be, qkv, w.conv1d, cache, mixed + r0 * conv_dim, conv_out + r0 * conv_dim, n,
+                    qs, ks, vs, lap, ws.times);
 
       const kernels::FamilyDims dims{n, H, H, d, d};
       const kernels::FamilyInputs in{qs, ks, vs, g + r0 * P, beta + r0 * H};
@@ -94,18 +88,7 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
                                   f32(cache.transition_x), f32(cache.transition_y));
       } else if (cache.capture_transition) {
         be.family_chunked(spec, dims, in, f32(cache.state), core_s, block_t, kChunk);
-        if (cache.transition.empty()) {
-          cache.transition = be.device() == Device::Host
-                                 ? Tensor({H, d, d})
-                                 : Tensor({H, d, d}, DType::F32, be.device(), &be);
-          be.copy_within(f32(cache.transition), block_t, tsize * sizeof(float));
-        } else {  // transition ← T_block · transition, head by head
-          float* before = block_t + tsize;
-          be.copy_within(before, f32(cache.transition), tsize * sizeof(float));
-          const int64_t dd = static_cast<int64_t>(d) * d;
-          be.gemm_strided_batched(false, false, d, d, d, 1.0f, block_t, d, dd, before, d, dd, 0.0f,
-                                  f32(cache.transition), d, dd, H);
-        }
+        accumulate_transition(be, cache, block_t, block_t + tsize, H, d);
       } else if (n == 1) {  // one decode step: the recurrence is the cheaper form
         be.family_recurrent_f32(spec, dims, in, f32(cache.state), core_s);
       } else {
