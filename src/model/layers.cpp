@@ -88,6 +88,56 @@ void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const 
                           f32(cache.transition), dk, dd, heads);
 }
 
+void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
+                       const float* v, float* attn, const Span* spans, int n_spans,
+                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap) {
+  const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
+  const int T = spans[n_spans - 1].end;
+  const size_t rows = static_cast<size_t>(T);
+  const int rot = cfg.rotary_dim();
+  const float theta = static_cast<float>(cfg.rope_theta);
+  // Each span's K and V join the cache at its place, then the hook appends what follows it.
+  // (Positions are built here and handed to the op in the backend's memory.)
+  // Explicit query positions whenever something may be spliced after a span: a lone window
+  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
+  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
+  for (int i = 0; i < n_spans; ++i) {
+    const Span& s = spans[i];
+    const int n = s.rows();
+    const size_t r0 = static_cast<size_t>(s.begin);
+    if (n > 0) {
+      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
+                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
+                        " tokens but the block starts at position " + std::to_string(s.pos0));
+      float* ks = k + r0 * Hkv * hd;
+      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
+      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
+      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
+      if (!positions.empty())
+        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
+    }
+    lap.to(ws.times.attn_proj);
+    if (after != nullptr) (*after)(i, cache);
+    lap.to(ws.times.splice);
+  }
+  // Every span's queries in one call: each sees the keys up to its own position (what came
+  // before it, spliced parts included, and its own span causally), none after.
+  kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
+                              hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  if (!positions.empty()) {
+    if (be.device() == Device::Host) {
+      dims.positions = positions.data();
+    } else {
+      int* dev = ws.ints(rows);
+      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
+      dims.positions = dev;
+    }
+  }
+  float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
+  be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
+  lap.to(ws.times.attn_core);
+}
+
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, int T, LayerCache& cache, Workspace& ws) {
   const Span whole{0, T, 0};
@@ -200,48 +250,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
     rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
   }
   lap.to(ws.times.attn_proj);
-  const int rot = cfg.rotary_dim();
-  const float theta = static_cast<float>(cfg.rope_theta);
-  // Each span's K and V join the cache at its place, then the hook appends what follows it.
-  // (Positions are built here and handed to the op in the backend's memory.)
-  // Explicit query positions whenever something may be spliced after a span: a lone window
-  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
-  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
-  for (int i = 0; i < n_spans; ++i) {
-    const Span& s = spans[i];
-    const int n = s.rows();
-    const size_t r0 = static_cast<size_t>(s.begin);
-    if (n > 0) {
-      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
-                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
-                        " tokens but the block starts at position " + std::to_string(s.pos0));
-      float* ks = k + r0 * Hkv * hd;
-      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
-      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
-      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
-      if (!positions.empty())
-        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
-    }
-    lap.to(ws.times.attn_proj);
-    if (after != nullptr) (*after)(i, cache);
-    lap.to(ws.times.splice);
-  }
-  // Every span's queries in one call: each sees the keys up to its own position (what came
-  // before it, spliced parts included, and its own span causally), none after.
-  kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
-                              hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  if (!positions.empty()) {
-    if (be.device() == Device::Host) {
-      dims.positions = positions.data();
-    } else {
-      int* dev = ws.ints(rows);
-      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
-      dims.positions = dev;
-    }
-  }
-  float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
-  be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
-  lap.to(ws.times.attn_core);
+  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap);
 
   if (gated) be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
   be.linear(attn, w.o_proj, out, T, hidden, H * hd, /*accumulate=*/true);

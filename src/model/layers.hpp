@@ -108,6 +108,16 @@ void conv_span_qkv(const kernels::Backend& be, const ConvQkvDims& d, const Tenso
 void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const float* block_t,
                            float* before, int heads, int dk);
 
+// What a softmax attention layer does after its projections (Qwen's gated attention and
+// Ring-linear's): span by span, RoPE on the span's q and k at its positions, its K and V
+// appended to the cache, then `after`; then every span's queries in one attention call over
+// the cache, each seeing the keys up to its own position. q: [T, H, hd] and k: [T, Hkv, hd]
+// are rotated in place; v: [T, Hkv, hd]; attn: [T, H, hd]. Times to attn_proj, splice and
+// attn_core.
+void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
+                       const float* v, float* attn, const Span* spans, int n_spans,
+                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap);
+
 // Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates
 // β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
 // gated RMSNorm with z → out_proj. Advances cache.state and cache.conv (and

@@ -157,44 +157,7 @@ void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
   project_qkv(be, cfg, w, x, T, H, Hkv, qkv, q, k, v);
   lap.to(ws.times.attn_proj);
-  const int rot = cfg.rotary_dim();
-  const float theta = static_cast<float>(cfg.rope_theta);
-  // Explicit query positions whenever something may be spliced after a span: a lone window
-  // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
-  std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
-  for (int i = 0; i < n_spans; ++i) {
-    const Span& s = spans[i];
-    const int n = s.rows();
-    const size_t r0 = static_cast<size_t>(s.begin);
-    if (n > 0) {
-      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
-                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
-                        " tokens but the block starts at position " + std::to_string(s.pos0));
-      float* ks = k + r0 * Hkv * hd;
-      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
-      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
-      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
-      if (!positions.empty())
-        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
-    }
-    lap.to(ws.times.attn_proj);
-    if (after != nullptr) (*after)(i, cache);
-    lap.to(ws.times.splice);
-  }
-  kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
-                              hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  if (!positions.empty()) {
-    if (be.device() == Device::Host) {
-      dims.positions = positions.data();
-    } else {
-      int* dev = ws.ints(rows);
-      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
-      dims.positions = dev;
-    }
-  }
-  float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
-  be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
-  lap.to(ws.times.attn_core);
+  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap);
   be.linear(attn, f32(w.dense), out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
