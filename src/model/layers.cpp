@@ -88,51 +88,64 @@ void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const 
                           f32(cache.transition), dk, dd, heads);
 }
 
-void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
-                       const float* v, float* attn, const Span* spans, int n_spans,
-                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap) {
-  const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
-  const int T = spans[n_spans - 1].end;
-  const size_t rows = static_cast<size_t>(T);
-  const int rot = cfg.rotary_dim();
-  const float theta = static_cast<float>(cfg.rope_theta);
-  // Each span's K and V join the cache at its place, then the hook appends what follows it.
-  // (Positions are built here and handed to the op in the backend's memory.)
+std::vector<int> cache_spans(const Span* spans, int n_spans, LayerCache& cache,
+                             const AfterSpan* after, Lap& lap, ForwardTimes& times,
+                             const std::function<void(const Span&)>& append) {
+  const size_t rows = static_cast<size_t>(spans[n_spans - 1].end);
   // Explicit query positions whenever something may be spliced after a span: a lone window
   // followed by its segment's cached rows must not see them (n_kv − T + t would be wrong).
   std::vector<int> positions(n_spans > 1 || after != nullptr ? rows : 0);
   for (int i = 0; i < n_spans; ++i) {
     const Span& s = spans[i];
-    const int n = s.rows();
-    const size_t r0 = static_cast<size_t>(s.begin);
-    if (n > 0) {
+    if (s.rows() > 0) {
       HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
                     "attention cache holds " + std::to_string(cache.kv_tokens()) +
                         " tokens but the block starts at position " + std::to_string(s.pos0));
-      float* ks = k + r0 * Hkv * hd;
-      be.rope_apply({n, H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
-      be.rope_apply({n, Hkv, hd, rot, theta}, ks, s.pos0);
-      cache.append_kv(ks, v + r0 * Hkv * hd, n, &be);
+      append(s);
       if (!positions.empty())
-        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
+        for (int t = 0; t < s.rows(); ++t)
+          positions[static_cast<size_t>(s.begin + t)] = static_cast<int>(s.pos0 + t);
     }
-    lap.to(ws.times.attn_proj);
+    lap.to(times.attn_proj);
     if (after != nullptr) (*after)(i, cache);
-    lap.to(ws.times.splice);
+    lap.to(times.splice);
   }
+  return positions;
+}
+
+void set_query_positions(const kernels::Backend& be, const std::vector<int>& positions,
+                         kernels::AttentionDims& dims, Workspace& ws) {
+  if (positions.empty()) return;
+  if (be.device() == Device::Host) {
+    dims.positions = positions.data();
+    return;
+  }
+  int* dev = ws.ints(positions.size());
+  be.copy_from_host(dev, positions.data(), positions.size() * sizeof(int));
+  dims.positions = dev;
+}
+
+void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
+                       const float* v, float* attn, const Span* spans, int n_spans,
+                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap) {
+  const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
+  const int T = spans[n_spans - 1].end;
+  const int rot = cfg.rotary_dim();
+  const float theta = static_cast<float>(cfg.rope_theta);
+  // Each span's K and V join the cache at its place, then the hook appends what follows it.
+  const std::vector<int> positions =
+      cache_spans(spans, n_spans, cache, after, lap, ws.times, [&](const Span& s) {
+        const size_t r0 = static_cast<size_t>(s.begin);
+        float* ks = k + r0 * Hkv * hd;
+        be.rope_apply({s.rows(), H, hd, rot, theta}, q + r0 * H * hd, s.pos0);
+        be.rope_apply({s.rows(), Hkv, hd, rot, theta}, ks, s.pos0);
+        cache.append_kv(ks, v + r0 * Hkv * hd, s.rows(), &be);
+      });
   // Every span's queries in one call: each sees the keys up to its own position (what came
   // before it, spliced parts included, and its own span causally), none after.
   kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
                               hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  if (!positions.empty()) {
-    if (be.device() == Device::Host) {
-      dims.positions = positions.data();
-    } else {
-      int* dev = ws.ints(rows);
-      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
-      dims.positions = dev;
-    }
-  }
+  set_query_positions(be, positions, dims, ws);
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
   be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
   lap.to(ws.times.attn_core);

@@ -108,6 +108,18 @@ void conv_span_qkv(const kernels::Backend& be, const ConvQkvDims& d, const Tenso
 void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const float* block_t,
                            float* before, int heads, int dk);
 
+// Span by span: requires the cache to end where the span starts, `append(span)` adds the span's
+// rows to the cache, then `after` runs (times to attn_proj and splice). Returns the query
+// positions for the attention call over the cache: none (empty) when the rows are one block at
+// the cache's end (one span, no hook), else one per row, since what `after` appends lies after
+// a span's queries.
+std::vector<int> cache_spans(const Span* spans, int n_spans, LayerCache& cache,
+                             const AfterSpan* after, Lap& lap, ForwardTimes& times,
+                             const std::function<void(const Span&)>& append);
+// dims.positions ← positions, in the backend's memory (left null when positions is empty).
+void set_query_positions(const kernels::Backend& be, const std::vector<int>& positions,
+                         kernels::AttentionDims& dims, Workspace& ws);
+
 // What a softmax attention layer does after its projections (Qwen's gated attention and
 // Ring-linear's): span by span, RoPE on the span's q and k at its positions, its K and V
 // appended to the cache, then `after`; then every span's queries in one attention call over

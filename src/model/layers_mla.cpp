@@ -67,35 +67,14 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   place_rows(be, one, c, r, kv, R, T, r);
   lap.to(ws.times.attn_proj);
 
-  std::vector<int> positions(n_spans > 1 ? rows : 0);
-  for (int i = 0; i < n_spans; ++i) {
-    const Span& s = spans[i];
-    const int n = s.rows();
-    const size_t r0 = static_cast<size_t>(s.begin);
-    if (n > 0) {
-      HYPIC_REQUIRE(cache.kv_tokens() == s.pos0,
-                    "attention cache holds " + std::to_string(cache.kv_tokens()) +
-                        " tokens but the block starts at position " + std::to_string(s.pos0));
-      cache.append_kv(kv + r0 * R, nullptr, n, &be);
-      if (!positions.empty())
-        for (int t = 0; t < n; ++t) positions[r0 + t] = static_cast<int>(s.pos0 + t);
-    }
-    lap.to(ws.times.attn_proj);
-    if (after != nullptr) (*after)(i, cache);
-    lap.to(ws.times.splice);
-  }
+  const std::vector<int> positions =
+      cache_spans(spans, n_spans, cache, after, lap, ws.times, [&](const Span& s) {
+        cache.append_kv(kv + static_cast<size_t>(s.begin) * R, nullptr, s.rows(), &be);
+      });
   // Multi-query attention over the latent rows; the rows are keys and (first r columns) values.
   kernels::AttentionDims dims{T, static_cast<int>(cache.kv_tokens()),     H, 1,
                               R, 1.0f / std::sqrt(static_cast<float>(dq))};
-  if (!positions.empty()) {
-    if (be.device() == Device::Host) {
-      dims.positions = positions.data();
-    } else {
-      int* dev = ws.ints(rows);
-      be.copy_from_host(dev, positions.data(), rows * sizeof(int));
-      dims.positions = dev;
-    }
-  }
+  set_query_positions(be, positions, dims, ws);
   float* lat = ws.floats(Workspace::kE, rows * H * R);
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
   be.attention_causal(dims, ql, f32(cache.k), f32(cache.k), lat, work);

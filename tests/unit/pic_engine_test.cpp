@@ -246,50 +246,55 @@ TEST(PicEngine, QuestionInTheJunctionPassEqualsItsPrefillAfterComposing) {
     double largest = 0;
     std::mt19937 rng(23);
     const int V = m.config().vocab_size;
-    const std::vector<std::vector<int32_t>> segs = {
+    const std::vector<std::vector<int32_t>> three = {
         random_tokens(rng, 40, V), random_tokens(rng, 150, V), random_tokens(rng, 9, V)};
-    for (const char* junction : {"8", "0"}) {
-      const auto entries = entries_of(m, segs, hypic::pic::JunctionSpec::parse(junction));
-      std::vector<hypic::pic::PlacedSegment> placed;
-      for (size_t i = 0; i < segs.size(); ++i) placed.push_back({&segs[i], &entries[i]});
-      for (int max_block : {2048, 64}) {
-        m.set_max_block_tokens(max_block);
-        for (int question_tokens : {1, 17, 70}) {
-          const auto question = random_tokens(rng, question_tokens, V);
-          InferenceCache ref = m.new_cache();
-          hypic::pic::compose_segments(m, placed, false, ref);
-          const std::vector<float> ref_logits =
-              m.prefill(question, ref, LogitsMode::Last).to_vector();
-          const std::vector<float> ref_hidden = m.last_hidden();
+    // One segment too: its window is the pass's only span before the question's (or the only
+    // one, where compose_segments makes the reference), with its cached rows spliced after it.
+    const std::vector<std::vector<int32_t>> one = {three[1]};
+    for (const auto* segs : {&three, &one})
+      for (const char* junction : {"8", "0"}) {
+        const auto entries = entries_of(m, *segs, hypic::pic::JunctionSpec::parse(junction));
+        std::vector<hypic::pic::PlacedSegment> placed;
+        for (size_t i = 0; i < segs->size(); ++i) placed.push_back({&(*segs)[i], &entries[i]});
+        for (int max_block : {2048, 64}) {
+          m.set_max_block_tokens(max_block);
+          for (int question_tokens : {1, 17, 70}) {
+            const auto question = random_tokens(rng, question_tokens, V);
+            InferenceCache ref = m.new_cache();
+            hypic::pic::compose_segments(m, placed, false, ref);
+            const std::vector<float> ref_logits =
+                m.prefill(question, ref, LogitsMode::Last).to_vector();
+            const std::vector<float> ref_hidden = m.last_hidden();
 
-          InferenceCache got = m.new_cache();
-          double splice_seconds = -1;
-          const Tensor logits =
-              hypic::pic::compose_with_question(m, placed, question, false, got, splice_seconds);
-          ASSERT_EQ(logits.shape(), (std::vector<int64_t>{1, V}));
-          EXPECT_GE(splice_seconds, 0.0);
-          ASSERT_EQ(got.n_tokens, ref.n_tokens);
-          const std::vector<float> x = logits.to_vector();
-          const double dl = hypic::pic::relative_l2(x.data(), ref_logits.data(), x.size());
-          const double dh =
-              hypic::pic::relative_l2(m.last_hidden().data(), ref_hidden.data(), ref_hidden.size());
-          const double dc = worst_cache_difference(got, ref);
-          const std::string where = std::string(arch) + " junction " + junction + " block " +
-                                    std::to_string(max_block) + " question " +
-                                    std::to_string(question_tokens);
-          // Same arithmetic per row; the products see more rows at once, so OpenBLAS may
-          // take another kernel for them (its small-matrix path for the question alone):
-          // float rounding. The caches stay within 1e-6; the logits and the last hidden row,
-          // carried through every layer of a random model, reach 1.04e-6 (qwen3_5, 17-token
-          // question), hence 2e-6 for those two.
-          EXPECT_LE(dl, 2e-6) << where;
-          EXPECT_LE(dh, 2e-6) << where;
-          EXPECT_LE(dc, 1e-6) << where;
-          largest = std::max({largest, dl, dh, dc});
+            InferenceCache got = m.new_cache();
+            double splice_seconds = -1;
+            const Tensor logits =
+                hypic::pic::compose_with_question(m, placed, question, false, got, splice_seconds);
+            ASSERT_EQ(logits.shape(), (std::vector<int64_t>{1, V}));
+            EXPECT_GE(splice_seconds, 0.0);
+            ASSERT_EQ(got.n_tokens, ref.n_tokens);
+            const std::vector<float> x = logits.to_vector();
+            const double dl = hypic::pic::relative_l2(x.data(), ref_logits.data(), x.size());
+            const double dh = hypic::pic::relative_l2(m.last_hidden().data(), ref_hidden.data(),
+                                                      ref_hidden.size());
+            const double dc = worst_cache_difference(got, ref);
+            const std::string where = std::string(arch) + " segments " +
+                                      std::to_string(segs->size()) + " junction " + junction +
+                                      " block " + std::to_string(max_block) + " question " +
+                                      std::to_string(question_tokens);
+            // Same arithmetic per row; the products see more rows at once, so OpenBLAS may
+            // take another kernel for them (its small-matrix path for the question alone):
+            // float rounding. The caches stay within 1e-6; the logits and the last hidden row,
+            // carried through every layer of a random model, reach 1.04e-6 (qwen3_5, 17-token
+            // question), hence 2e-6 for those two.
+            EXPECT_LE(dl, 2e-6) << where;
+            EXPECT_LE(dh, 2e-6) << where;
+            EXPECT_LE(dc, 1e-6) << where;
+            largest = std::max({largest, dl, dh, dc});
+          }
         }
+        m.set_max_block_tokens(2048);
       }
-      m.set_max_block_tokens(2048);
-    }
     InferenceCache cache = m.new_cache();
     double seconds = 0;
     EXPECT_THROW(hypic::pic::compose_with_question(m, {}, {}, false, cache, seconds), hypic::Error);
@@ -297,6 +302,29 @@ TEST(PicEngine, QuestionInTheJunctionPassEqualsItsPrefillAfterComposing) {
         "[ pic      ] %s: question in the junction pass vs its own prefill after composing, "
         "largest relative difference of logits, last hidden row, state, conv, K or V: %.2e\n",
         arch, largest);
+  }
+}
+
+// A segment composed on its own is a pass of one window with its cached rows spliced after it:
+// the window's queries must not see those rows. Every architecture, with its layer kinds
+// rotated so that an attention layer is not the last one (in the last layer a wrong attention
+// output of the window's rows changes nothing that is cached).
+TEST(PicEngine, OneSegmentAtATimeEqualsItsWindowThenItsSplice) {
+  for (const hypic::model::ArchSpec* spec : hypic::model::architectures()) {
+    auto cfg = hypic::model::preset_config(hypic::model::parse_arch(spec->name()), "tiny");
+    std::rotate(cfg.layer_types.begin(), cfg.layer_types.begin() + 1, cfg.layer_types.end());
+    Model m(cfg, hypic::model::random_weights(cfg, 7));
+    std::mt19937 rng(29);
+    const int V = cfg.vocab_size;
+    const std::vector<std::vector<int32_t>> segs = {
+        random_tokens(rng, 40, V), random_tokens(rng, 150, V), random_tokens(rng, 9, V)};
+    const auto entries = entries_of(m, segs, hypic::pic::JunctionSpec::parse("8"));
+    const InferenceCache ref = compose_per_segment(m, {}, segs, entries, false);
+    InferenceCache got = m.new_cache();
+    for (size_t i = 0; i < segs.size(); ++i)
+      hypic::pic::compose_segments(m, {{&segs[i], &entries[i]}}, false, got);
+    ASSERT_EQ(got.n_tokens, ref.n_tokens) << spec->name();
+    EXPECT_LE(worst_cache_difference(got, ref), 1e-6) << spec->name();
   }
 }
 
