@@ -1,5 +1,6 @@
 #include "cluster/gpu_plan.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -45,8 +46,16 @@ EntryPathChoice choose_entry_path(const std::vector<RankGpu>& ranks,
   return {EntryPath::Nccl, "one GPU per rank"};
 }
 
+std::string entry_path_override(const char* value) {
+  const std::string v = value == nullptr ? "" : value;
+  if (v.empty() || v == "auto") return "";
+  if (v == "host-mpi") return "HYPIC_ENTRY_PATH=host-mpi";
+  throw Error("HYPIC_ENTRY_PATH=" + v + ": expected auto or host-mpi");
+}
+
 std::string nccl_entry_transfer_missing() {
-  return kernels::nccl_missing();
+  const std::string forced = entry_path_override(std::getenv("HYPIC_ENTRY_PATH"));
+  return forced.empty() ? kernels::nccl_missing() : forced;
 }
 
 std::string GpuPlan::label() const {
@@ -96,7 +105,13 @@ std::shared_ptr<kernels::DeviceLink> open_nccl_link(MPI_Comm comm) {
   kernels::NcclId id{};
   if (rank == 0) id = kernels::nccl_unique_id();
   MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, comm);
-  return kernels::nccl_link(id, size, rank);
+  try {
+    return kernels::nccl_link(id, size, rank);
+  } catch (const std::exception& e) {
+    throw Error(std::string("rank ") + std::to_string(rank) + ": NCCL could not connect the " +
+                std::to_string(size) + " ranks (" + e.what() +
+                "); HYPIC_ENTRY_PATH=host-mpi sends entries through host memory and MPI instead");
+  }
 }
 
 }  // namespace hypic::cluster

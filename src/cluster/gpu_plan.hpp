@@ -51,8 +51,13 @@ struct EntryPathChoice {
 EntryPathChoice choose_entry_path(const std::vector<RankGpu>& ranks,
                                   const std::string& nccl_missing);
 
-// Why this build cannot send entries through NCCL; empty when it can.
+// Why entries cannot go through NCCL in this run; empty when they can: the build lacks CUDA or
+// NCCL, or the environment says HYPIC_ENTRY_PATH=host-mpi (the way around a network NCCL cannot
+// use; "auto" or unset: choose as above).
 std::string nccl_entry_transfer_missing();
+// HYPIC_ENTRY_PATH's value → the reason it gives for host memory and MPI ("" for auto or
+// unset); anything else throws hypic::Error naming the accepted values.
+std::string entry_path_override(const char* value);
 
 struct GpuPlan {
   int device = -1;  // this rank's CUDA device index (-1: host)

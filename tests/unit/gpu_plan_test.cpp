@@ -77,6 +77,24 @@ TEST(GpuPlan, ThisBuildSaysWhetherItHasTheNcclEntryPath) {
 }
 
 // The decision as a table: what the ranks see and what the build has -> path and reason.
+TEST(GpuPlan, EntryPathOverrideFromTheEnvironment) {
+  EXPECT_EQ(hypic::cluster::entry_path_override(nullptr), "");
+  EXPECT_EQ(hypic::cluster::entry_path_override("auto"), "");
+  EXPECT_EQ(hypic::cluster::entry_path_override("host-mpi"), "HYPIC_ENTRY_PATH=host-mpi");
+  try {
+    hypic::cluster::entry_path_override("nvlink");
+    ADD_FAILURE() << "HYPIC_ENTRY_PATH=nvlink was accepted";
+  } catch (const hypic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected auto or host-mpi"), std::string::npos)
+        << e.what();
+  }
+  // The override is a reason for host memory and MPI like a missing NCCL.
+  const auto choice = hypic::cluster::choose_entry_path(
+      {{"n0", "GPU-a"}, {"n0", "GPU-b"}}, hypic::cluster::entry_path_override("host-mpi"));
+  EXPECT_EQ(choice.path, EntryPath::HostMpi);
+  EXPECT_EQ(choice.reason, "HYPIC_ENTRY_PATH=host-mpi");
+}
+
 TEST(GpuPlan, EntryPathTable) {
   struct Row {
     std::vector<RankGpu> ranks;
