@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "bench/rag_corpus.hpp"
 #include "bench/timing.hpp"
@@ -44,32 +48,53 @@ struct Setup {
   const std::vector<pic::Query>& trace;
 };
 
-TtftModeRun run_mode(const Setup& s, const std::string& name, pic::Mode mode, double budget_mib) {
-  std::optional<store::SegmentStore> st;
+// One mode's engine (and the store it reads) and its run so far.
+struct ModeState {
+  std::optional<store::SegmentStore> store;
+  std::unique_ptr<pic::Engine> engine;
+  TtftModeRun run;
+};
+
+std::unique_ptr<ModeState> open_mode(const Setup& s, const std::string& name, pic::Mode mode,
+                                     double budget_mib) {
+  auto m = std::make_unique<ModeState>();
   if (pic::uses_entries(mode))
-    st = store::SegmentStore::open(s.store_path, s.fingerprint, s.options.junction.store_code(),
-                                   store::OpenMode::kRead);
+    m->store = store::SegmentStore::open(s.store_path, s.fingerprint,
+                                         s.options.junction.store_code(), store::OpenMode::kRead);
   pic::EngineOptions eo;
   eo.mode = mode;
   eo.junction = s.options.junction;
   eo.memory_budget_bytes = static_cast<size_t>(budget_mib * 1048576.0);
-  pic::Engine engine(s.net, s.fingerprint, eo, st ? &*st : nullptr);
-  TtftModeRun run;
-  run.name = name;
-  run.mode = mode;
-  run.memory_budget_bytes = eo.memory_budget_bytes;
-  s.net.times().clear();
-  for (const pic::Query& q : s.trace) {
-    pic::QueryResult r = engine.run(q);
-    run.ttft_ms.push_back(r.times.ttft * 1e3);
-    r.first_logits = {};
-    r.last_hidden = {};
-    run.results.push_back(std::move(r));
+  m->engine =
+      std::make_unique<pic::Engine>(s.net, s.fingerprint, eo, m->store ? &*m->store : nullptr);
+  m->run.name = name;
+  m->run.mode = mode;
+  m->run.memory_budget_bytes = eo.memory_budget_bytes;
+  return m;
+}
+
+// Every mode answers query 1, then every mode query 2, and so on: a slow spell of a shared
+// machine then falls on all modes alike instead of on whichever mode ran during it. Each mode
+// keeps its own engine (memory tier, prefix snapshots) and its own forward-time counters.
+std::vector<TtftModeRun> run_modes(const Setup& s, std::vector<std::unique_ptr<ModeState>> modes) {
+  for (const pic::Query& q : s.trace)
+    for (auto& m : modes) {
+      s.net.times() = m->run.forward;
+      pic::QueryResult r = m->engine->run(q);
+      m->run.forward = s.net.times();
+      m->run.ttft_ms.push_back(r.times.ttft * 1e3);
+      r.first_logits = {};
+      r.last_hidden = {};
+      m->run.results.push_back(std::move(r));
+    }
+  std::vector<TtftModeRun> runs;
+  for (auto& m : modes) {
+    m->run.memory_bytes = m->engine->memory_bytes();
+    m->run.ttft_p50_ms = median(m->run.ttft_ms);
+    runs.push_back(std::move(m->run));
   }
-  run.forward = s.net.times();
-  run.memory_bytes = engine.memory_bytes();
-  run.ttft_p50_ms = median(run.ttft_ms);
-  return run;
+  s.net.times().clear();
+  return runs;
 }
 
 std::optional<double> p50_ratio(const std::vector<TtftModeRun>& runs, const std::string& over) {
@@ -141,14 +166,15 @@ std::vector<TtftResult> run_ttft_sweep(const TtftOptions& options,
       pic::Engine(net, fingerprint, eo).run(trace.front());
     }
     const Setup setup{net, fingerprint, a, store_path, trace};
-    auto add = [&](const std::string& name, pic::Mode mode, double budget_mib) {
-      result.modes.push_back(run_mode(setup, name, mode, budget_mib));
-      if (progress.mode_done) progress.mode_done(result.modes.back());
-    };
-    for (size_t i = 0; i < modes.size(); ++i) add(a.modes[i], modes[i], a.memory_budget_mib);
+    std::vector<std::unique_ptr<ModeState>> states;
+    for (size_t i = 0; i < modes.size(); ++i)
+      states.push_back(open_mode(setup, a.modes[i], modes[i], a.memory_budget_mib));
     const bool has_pic = std::find(a.modes.begin(), a.modes.end(), "pic") != a.modes.end();
+    if (has_pic) states.push_back(open_mode(setup, "pic (store reads only)", pic::Mode::Pic, 0.0));
+    result.modes = run_modes(setup, std::move(states));
+    if (progress.mode_done)
+      for (const TtftModeRun& run : result.modes) progress.mode_done(run);
     if (has_pic) {
-      add("pic (store reads only)", pic::Mode::Pic, 0.0);
       result.ratio_prefix_over_pic_p50 = p50_ratio(result.modes, "prefix");
       result.ratio_full_over_pic_p50 = p50_ratio(result.modes, "full");
     }

@@ -1,8 +1,9 @@
 #pragma once
 // `hypic bench ttft`: time to first token of every caching mode on one RAG-like trace. A
 // random corpus with Zipf popularity, k segments per query drawn by popularity and put in
-// random order, a question suffix; the store is warmed first, then each mode answers the
-// same queries.
+// random order, a question suffix; the store is warmed first, then every mode answers the same
+// queries, taking turns query by query (so that a slow spell of a shared machine falls on all
+// modes alike).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
