@@ -12,7 +12,9 @@
 #             `train_tiny.py --task long` are "synthqa_long synthsum"
 #   DATA_DIR  [inputs/datasets]
 #   HYPIC_BUILD_DIR [build];  HYPIC_ARGS  extra arguments for every `hypic eval`
-# Outputs: outputs/quality/<dataset>/{w8,w0}/ and outputs/quality/table.md.
+#   QUALITY_OUT  output folder [outputs/quality]: two runs at once (say one dataset each, with
+#             HYPIC_ARGS="--threads 1") need two folders; `hypic eval-table` merges their runs
+# Outputs: $QUALITY_OUT/<dataset>/{w8,w0}/ and $QUALITY_OUT/table.md.
 # Builds nothing: run scripts/build.sh (or scripts/demo.sh) first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ HYPIC="${HYPIC_BUILD_DIR:-build}/src/hypic"
 MODEL=${MODEL:-inputs/models/qwen3_5-synthqa}
 DATASETS=${DATASETS:-synthqa}
 DATA_DIR=${DATA_DIR:-inputs/datasets}
-OUT=outputs/quality
+OUT=${QUALITY_OUT:-outputs/quality}
 LIMIT=${1:-0}
 [ -x "$HYPIC" ] || {
   echo "quality_table: $HYPIC not built; run scripts/build.sh first" >&2
