@@ -24,7 +24,11 @@ namespace {
 // exp(x) for x ≤ 0 within ~1 ulp (Cephes expf polynomial after range reduction); plain
 // arithmetic so the compiler vectorises the softmax loop, unlike a libm call.
 inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);  // keeps 2^n a normal number; exp(-87) ≈ 1.6e-38
+  const float in = x;
+  // Keeps 2^n a normal number (exp(-87) ≈ 1.6e-38) and n an integer: fmax takes -87 for a NaN,
+  // whose own value is returned at the end (a non-finite score stays visible downstream, and no
+  // NaN is ever converted to an integer).
+  x = std::fmax(x, -87.0f);
   const float n = std::nearbyint(x * 1.44269504088896341f);
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -37,7 +41,7 @@ inline float exp_nonpositive(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return y * scale;
+  return in == in ? y * scale : in;
 }
 
 // The largest of row[0, visible), in kLanes partial results so that the compiler vectorises

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -139,6 +140,10 @@ TEST(AttentionKernels, ExpPolynomialIsAccurate) {
     }
   }
   EXPECT_EQ(hk::attention_exp(0.0f), 1.0f);
+  // A NaN score (a NaN weight upstream) stays NaN, so the logits show it, and is never converted
+  // to an integer on the way (UBSan found that shift; the suite runs under UBSan in CI).
+  EXPECT_TRUE(std::isnan(hk::attention_exp(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(hk::attention_exp(-std::numeric_limits<float>::infinity()), hk::attention_exp(-87.0f));
 }
 
 // Naive causal GQA attention in double.
