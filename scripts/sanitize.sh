@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The ctest suite under AddressSanitizer + UndefinedBehaviorSanitizer (the Slurm job tests are
-# not run here), then short libFuzzer runs when clang can build them (scripts/fuzz.sh).
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (the unit tests as one gtest
+# shard per core, the MPI tests under ctest; not the Slurm jobs), then short libFuzzer runs when
+# clang can build them (scripts/fuzz.sh).
 # Docs: docs/testing.md.
 #
 #   bash scripts/sanitize.sh            build into build-asan/, run the suite, check the logs
