@@ -65,6 +65,8 @@ struct TtftProgress {
   std::function<void(const TtftResult&)> store_warmed;  // warm-up fields set
   std::function<void(const TtftResult&)> trace_ready;   // a sweep's next segment count
   std::function<void(const TtftResult&)> trace_done;    // its modes ran, ratios set
+  // Once per mode after the trace: the modes take turns query by query, so none is done
+  // before the last query (a long trace reports nothing between trace_ready and these).
   std::function<void(const TtftModeRun&)> mode_done;
 };
 

@@ -247,4 +247,31 @@ TEST(AttentionBench, DISABLED_CausalPrefill) {
                 flops / s / 1e9, 2.0 * 2048 * 2048 * 1024 / sg / 1e9);
   }
 }
+
+// pic's junction pass at 16 segments x 512 tokens on the small preset (4 heads on 2 kv heads of
+// 64): 16 windows of 8 queries, 514 tokens apart, and 32 question tokens at the end, against
+// 8224 keys. Best of 30; run as above (README, benchmark table).
+TEST(AttentionBench, DISABLED_JunctionWindows) {
+  std::vector<int> positions;
+  for (int i = 0; i < 16; ++i)
+    for (int t = 0; t < 8; ++t) positions.push_back(i * 514 + t);
+  for (int t = 0; t < 32; ++t) positions.push_back(16 * 514 + t);
+  hk::AttentionDims d{static_cast<int>(positions.size()), positions.back() + 1, 4, 2, 64, 0.125f};
+  d.positions = positions.data();
+  const auto q = randn(static_cast<size_t>(d.T) * d.H * d.hd, 1);
+  const auto k = randn(static_cast<size_t>(d.n_kv) * d.Hkv * d.hd, 2);
+  const auto v = randn(static_cast<size_t>(d.n_kv) * d.Hkv * d.hd, 3);
+  std::vector<float> out(q.size()), work(hk::attention_workspace_floats(d));
+  double best = 1e9;
+  for (int rep = 0; rep < 30; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    hk::attention_causal(d, q.data(), k.data(), v.data(), out.data(), work.data());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double flops = 0;
+  for (int p : positions) flops += 4.0 * d.H * d.hd * (p + 1);
+  std::printf("junction windows (%d queries, %d keys): %.2f ms, %.1f GFLOP/s\n", d.T, d.n_kv,
+              best * 1e3, flops / best / 1e9);
+}
 }  // namespace
