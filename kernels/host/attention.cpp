@@ -25,10 +25,12 @@ namespace {
 // arithmetic so the compiler vectorises the softmax loop, unlike a libm call.
 inline float exp_nonpositive(float x) {
   const float in = x;
-  // Keeps 2^n a normal number (exp(-87) ≈ 1.6e-38) and n an integer: fmax takes -87 for a NaN,
-  // whose own value is returned at the end (a non-finite score stays visible downstream, and no
-  // NaN is ever converted to an integer).
-  x = std::fmax(x, -87.0f);
+  // Keeps 2^n a normal number (exp(-87) ≈ 1.6e-38) and n an integer: the comparison is false
+  // for a NaN, which thus becomes -87 here and is returned as itself at the end (a non-finite
+  // score stays visible downstream, and no NaN is ever converted to an integer). A select, not
+  // std::fmax: GCC calls fmaxf for that, and the softmax loop then stops being vectorised
+  // (the junction-pass attention took twice as long).
+  x = x > -87.0f ? x : -87.0f;
   const float n = std::nearbyint(x * 1.44269504088896341f);
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
