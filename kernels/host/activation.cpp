@@ -6,14 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fast_exp.hpp"
 #include "parallel.hpp"
 
 namespace hypic::kernels {
 namespace {
 
-inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
+using host::sigmoid;  // fast_exp.hpp: vectorisable, no libm call
 
 // torch.nn.functional.softplus with beta 1 and threshold 20 (linear above it).
 inline float softplus(float x) {

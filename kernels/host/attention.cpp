@@ -16,36 +16,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fast_exp.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "parallel.hpp"
 
 namespace hypic::kernels {
 namespace {
-// exp(x) for x ≤ 0 within ~1 ulp (Cephes expf polynomial after range reduction); plain
-// arithmetic so the compiler vectorises the softmax loop, unlike a libm call.
-inline float exp_nonpositive(float x) {
-  const float in = x;
-  // Keeps 2^n a normal number (exp(-87) ≈ 1.6e-38) and n an integer: the comparison is false
-  // for a NaN, which thus becomes -87 here and is returned as itself at the end (a non-finite
-  // score stays visible downstream, and no NaN is ever converted to an integer). A select, not
-  // std::fmax: GCC calls fmaxf for that, and the softmax loop then stops being vectorised
-  // (the junction-pass attention took twice as long).
-  x = x > -87.0f ? x : -87.0f;
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return in == in ? y * scale : in;
-}
-
 // The largest of row[0, visible), in kLanes partial results so that the compiler vectorises
 // the loop without -ffast-math.
 constexpr int kLanes = 16;
@@ -69,13 +45,13 @@ inline float exp_row(float* row, int visible, int width, float mx) {
   int j = 0;
   for (; j + kLanes <= visible; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      const float e = exp_nonpositive(row[j + l] - mx);
+      const float e = host::exp_nonpositive(row[j + l] - mx);
       row[j + l] = e;
       lane[l] += e;
     }
   float sum = 0.0f;
   for (; j < visible; ++j) {
-    const float e = exp_nonpositive(row[j] - mx);
+    const float e = host::exp_nonpositive(row[j] - mx);
     row[j] = e;
     sum += e;
   }
@@ -86,7 +62,7 @@ inline float exp_row(float* row, int visible, int width, float mx) {
 }  // namespace
 
 float attention_exp(float x) {
-  return exp_nonpositive(x);
+  return host::exp_nonpositive(x);
 }
 
 namespace {
@@ -179,7 +155,7 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
         const float m_new = std::max(m_old, row_max(sr, visible));
         const float rescale = m_old == -std::numeric_limits<float>::infinity()
                                   ? 0.0f  // the row's first step
-                                  : exp_nonpositive(m_old - m_new);
+                                  : host::exp_nonpositive(m_old - m_new);
         sum[row] = sum[row] * rescale + exp_row(sr, visible, width, m_new);
         mx[row] = m_new;
         if (rescale != 1.0f)

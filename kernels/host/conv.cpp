@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fast_exp.hpp"
 #include "parallel.hpp"
 
 namespace hypic::kernels {
@@ -36,7 +37,7 @@ void causal_conv1d_silu(const float* x, const float* w, float* state, float* y, 
       const float* wj = wtp + static_cast<size_t>(j) * C;
       for (int c = 0; c < C; ++c) yr[c] += wj[c] * ur[c];
     }
-    for (int c = 0; c < C; ++c) yr[c] = yr[c] / (1.0f + std::exp(-yr[c]));
+    for (int c = 0; c < C; ++c) yr[c] *= host::sigmoid(yr[c]);  // SiLU, vectorised
   });
   // New tail: the last P rows of state ++ x, oldest first (T may be shorter than P).
   causal_conv1d_tail(x, state, T, C, K);

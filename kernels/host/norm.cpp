@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "fast_exp.hpp"
 #include "parallel.hpp"
 
 namespace hypic::kernels {
@@ -44,7 +45,7 @@ void gated_rms_norm(const float* x, const float* z, const float* w, float* y, in
     float* yr = y + static_cast<size_t>(r) * cols;
     const float s = inv_rms(xr, cols, eps);
     for (int c = 0; c < cols; ++c) {
-      const float gate = zr[c] / (1.0f + std::exp(-zr[c]));
+      const float gate = zr[c] * host::sigmoid(zr[c]);  // SiLU, vectorised
       yr[c] = w[c] * (xr[c] * s) * gate;
     }
   });
