@@ -55,8 +55,9 @@ mkdir -p "$LOG_DIR"
 # signal 11", "LeakSanitizer has encountered a fatal error"): every hypic process ends with
 # SIGABRT and Open MPI's backtrace on stderr. Whether the range is stale depends on the memory
 # layout: here with TMPDIR=/nonexistent (not with TMPDIR=/nonexistent-hypic-preflight; the
-# preflight below), and, by its symptoms, for every CLI test in a CI run. Without the interception LSan does not scan the dynamic TLS of
-# dlopen()ed libraries; hypic's own thread_local variables are in the static TLS it still scans.
+# preflight below), and, by its symptoms, for every CLI test in a CI run. Without the
+# interception LSan does not scan the dynamic TLS of dlopen()ed libraries; hypic's own
+# thread_local variables are in the static TLS, which it still scans.
 export ASAN_OPTIONS="log_path=$LOG_DIR/asan:exitcode=0:abort_on_error=1:detect_leaks=1:\
 fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
 check_initialization_order=1:intercept_tls_get_addr=0"

@@ -146,6 +146,32 @@ TEST(AttentionKernels, ExpPolynomialIsAccurate) {
   EXPECT_EQ(hk::attention_exp(-std::numeric_limits<float>::infinity()), hk::attention_exp(-87.0f));
 }
 
+// The sigmoid behind the host's gates and SiLUs is built on the same polynomial exp (no libm
+// call, so its loops vectorise): within a few ulp of the double-precision value across the
+// whole range, no overflow for large |x|, a NaN stays NaN.
+TEST(ActivationKernels, SigmoidGateIsAccurateAcrossTheRange) {
+  std::vector<float> gate;
+  for (float g = -100.0f; g <= 100.0f; g += 0.0517f) gate.push_back(g);
+  gate.push_back(std::numeric_limits<float>::quiet_NaN());
+  gate.push_back(std::numeric_limits<float>::infinity());
+  gate.push_back(-std::numeric_limits<float>::infinity());
+  const int n = static_cast<int>(gate.size());
+  std::vector<float> x(gate.size(), 1.0f);
+  hk::sigmoid_gate(x.data(), gate.data(), 1, n, n);
+  for (int i = 0; i < n - 3; ++i) {
+    const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(gate[i])));
+    if (gate[i] < -87.0f) {
+      EXPECT_LT(x[i], 2e-38f) << gate[i];  // exp's floor: about 1.6e-38 instead of less
+      EXPECT_GE(x[i], 0.0f) << gate[i];
+    } else {
+      EXPECT_NEAR(x[i], want, 4e-7 * want) << gate[i];
+    }
+  }
+  EXPECT_TRUE(std::isnan(x[n - 3]));
+  EXPECT_EQ(x[n - 2], 1.0f);
+  EXPECT_LT(x[n - 1], 2e-38f);
+}
+
 // Naive causal GQA attention in double.
 std::vector<float> naive_attention(const hk::AttentionDims& d, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v) {
