@@ -2,6 +2,7 @@
 // (bench/ttft.hpp measures; this command parses, calls and reports). Prints TTFT p50/p99 per
 // mode, the ratios prefix/pic and full/pic, and pic's TTFT by phase.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -75,7 +76,17 @@ bench::TtftProgress reporter(const TtftArgs& a, std::map<std::string, RunSummary
         model::arch_name(cfg.arch), a.preset.c_str(), cfg.num_hidden_layers,
         cfg.layout_string().c_str(), cfg.hidden_size, r.parameter_count / 1e6, r.build_seconds);
   };
-  p.trace_ready = [&o](const bench::TtftResult& r) {
+  // Progress goes to stderr, one line per query of the trace, with the time since the trace
+  // began (stdout keeps the results).
+  auto trace_start = std::make_shared<std::chrono::steady_clock::time_point>();
+  p.query_done = [trace_start](int answered, int of) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - *trace_start).count();
+    std::fprintf(stderr, "bench ttft: query %d of %d answered by every mode (%.1f s)\n", answered,
+                 of, seconds);
+  };
+  p.trace_ready = [&o, trace_start](const bench::TtftResult& r) {
+    *trace_start = std::chrono::steady_clock::now();
     std::printf(
         "trace: %d queries x %d segments x %d tokens + %d question tokens (%lld-token "
         "prompts), corpus %d documents, Zipf s=%.2f\n",

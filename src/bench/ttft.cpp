@@ -76,8 +76,10 @@ std::unique_ptr<ModeState> open_mode(const Setup& s, const std::string& name, pi
 // Every mode answers query 1, then every mode query 2, and so on: a slow spell of a shared
 // machine then falls on all modes alike instead of on whichever mode ran during it. Each mode
 // keeps its own engine (memory tier, prefix snapshots) and its own forward-time counters.
-std::vector<TtftModeRun> run_modes(const Setup& s, std::vector<std::unique_ptr<ModeState>> modes) {
-  for (const pic::Query& q : s.trace)
+std::vector<TtftModeRun> run_modes(const Setup& s, std::vector<std::unique_ptr<ModeState>> modes,
+                                   const TtftProgress& progress) {
+  int answered = 0;
+  for (const pic::Query& q : s.trace) {
     for (auto& m : modes) {
       s.net.times() = m->run.forward;
       pic::QueryResult r = m->engine->run(q);
@@ -87,6 +89,8 @@ std::vector<TtftModeRun> run_modes(const Setup& s, std::vector<std::unique_ptr<M
       r.last_hidden = {};
       m->run.results.push_back(std::move(r));
     }
+    if (progress.query_done) progress.query_done(++answered, static_cast<int>(s.trace.size()));
+  }
   std::vector<TtftModeRun> runs;
   for (auto& m : modes) {
     m->run.memory_bytes = m->engine->memory_bytes();
@@ -171,7 +175,7 @@ std::vector<TtftResult> run_ttft_sweep(const TtftOptions& options,
       states.push_back(open_mode(setup, a.modes[i], modes[i], a.memory_budget_mib));
     const bool has_pic = std::find(a.modes.begin(), a.modes.end(), "pic") != a.modes.end();
     if (has_pic) states.push_back(open_mode(setup, "pic (store reads only)", pic::Mode::Pic, 0.0));
-    result.modes = run_modes(setup, std::move(states));
+    result.modes = run_modes(setup, std::move(states), progress);
     if (progress.mode_done)
       for (const TtftModeRun& run : result.modes) progress.mode_done(run);
     if (has_pic) {

@@ -65,8 +65,11 @@ struct TtftProgress {
   std::function<void(const TtftResult&)> store_warmed;  // warm-up fields set
   std::function<void(const TtftResult&)> trace_ready;   // a sweep's next segment count
   std::function<void(const TtftResult&)> trace_done;    // its modes ran, ratios set
+  // After each query of the trace, once every mode has answered it: (answered, of). The
+  // progress of a long trace (a 64k-token sweep point takes minutes per query).
+  std::function<void(int, int)> query_done;
   // Once per mode after the trace: the modes take turns query by query, so none is done
-  // before the last query (a long trace reports nothing between trace_ready and these).
+  // before the last query.
   std::function<void(const TtftModeRun&)> mode_done;
 };
 

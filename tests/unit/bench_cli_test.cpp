@@ -28,6 +28,9 @@ TEST(BenchCli, TtftSweepWritesOnePointPerSegmentCount) {
                               out);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("prefix/pic"), std::string::npos) << r.out;  // the sweep's table
+  // Progress on stderr: one line per query of each count's trace, once every mode answered it.
+  EXPECT_NE(r.err.find("bench ttft: query 1 of 1 answered by every mode"), std::string::npos)
+      << r.err;
   const json j = json::parse(cli_test::slurp(out));
   EXPECT_EQ(j["bench"], "ttft");
   EXPECT_EQ(j["corpus"], 48);
