@@ -45,15 +45,32 @@ GemmTiling gemm_tiling(int m, int n, int k) {
   return t;
 }
 
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
+GemmTiling linear_tiling(int m, int n, int k) {
+  GemmTiling t = gemm_tiling(m, n, k);
+  if (t.tm > 1) return t;
+  // Few rows: column tiles of at least kMinCols, each worth kMinTileWork counting at least
+  // kMinRows rows. `hypic bench blas` (2 threads) measures these shapes against one tile.
+  constexpr int64_t kMinTileWork = int64_t(1) << 22;
+  constexpr int kMinCols = 128, kMinRows = 64, kTargetTiles = 32, kRound = 16;
+  auto halve = [](int x) { return ((x + 1) / 2 + kRound - 1) / kRound * kRound; };
+  const int64_t rows = std::max(m, kMinRows);
+  while (t.tiles() < kTargetTiles && t.nb >= 2 * kMinCols &&
+         rows * halve(t.nb) * std::max(1, k) >= kMinTileWork) {
+    t.nb = halve(t.nb);
+    t.tn = (n + t.nb - 1) / t.nb;
+  }
+  return t;
+}
+
+namespace {
+// C as the given tiles, each one single-threaded BLAS call over all of k: every element of C
+// is summed in the same order whichever thread runs its tile and however many there are.
+void tiled_gemm(const GemmTiling& t, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
   threads();  // first use pins the BLAS to one thread
-  const GemmTiling t = gemm_tiling(m, n, k);
   const auto ta = trans_a ? CblasTrans : CblasNoTrans;
   const auto tb = trans_b ? CblasTrans : CblasNoTrans;
-  // Every element of C is one tile's, summed along all of k by one single-threaded call, so
-  // its value does not depend on which thread runs the tile or how many there are.
   host::parallel_for(t.tiles(), int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
     const int r0 = static_cast<int>(i / t.tn) * t.mb, c0 = static_cast<int>(i % t.tn) * t.nb;
     const int rows = std::min(t.mb, m - r0), cols = std::min(t.nb, n - c0);
@@ -63,9 +80,16 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
                 c + static_cast<size_t>(r0) * ldc + c0, ldc);
   });
 }
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  tiled_gemm(gemm_tiling(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate) {
-  gemm(false, true, m, n, k, 1.0f, x, k, w, k, accumulate ? 1.0f : 0.0f, y, n);
+  tiled_gemm(linear_tiling(m, n, k), false, true, m, n, k, 1.0f, x, k, w, k,
+             accumulate ? 1.0f : 0.0f, y, n);
 }
 
 namespace {
@@ -154,7 +178,7 @@ void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y
                 std::string("bf16 product path ") + bf16_gemm_name(path) +
                     " needs AVX-512 BF16 (this CPU or this build lacks it)");
   threads();
-  const GemmTiling t = gemm_tiling(m, n, k);
+  const GemmTiling t = linear_tiling(m, n, k);
   const int terms = path == Bf16Gemm::Dot3 ? 3 : path == Bf16Gemm::Dot2 ? 2 : 1;
   const int kp = (k + 31) / 32 * 32;
   host::parallel_for(t.tiles(), int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cluster/world.hpp"
@@ -71,6 +72,41 @@ TEST_F(Threads, GemmTilesDependOnTheShapeOnlyAndCoverC) {
     const kn::GemmTiling again = kn::gemm_tiling(512, 2048, 1024);
     EXPECT_EQ(again.mb, big.mb);
     EXPECT_EQ(again.nb, big.nb);
+  }
+}
+
+TEST_F(Threads, LinearSplitsTheColumnsOfProductsWithFewRows) {
+  for (int t : {1, 2, 7}) {
+    kn::set_threads(t);
+    // A pic query's junction pass: 160 rows, too few to split; the columns split instead.
+    for (const auto& [m, n, k] : {std::tuple{160, 768, 256}, std::tuple{160, 256, 512},
+                                  std::tuple{8, 768, 256}, std::tuple{1, 4096, 1024}}) {
+      const kn::GemmTiling lt = kn::linear_tiling(m, n, k);
+      EXPECT_EQ(lt.tm, 1) << m << "x" << n << "x" << k;
+      EXPECT_GT(lt.tn, 1) << m << "x" << n << "x" << k;
+      EXPECT_GE(lt.nb, 128);
+      EXPECT_GE(int64_t(lt.tn) * lt.nb, n);
+      EXPECT_LT(int64_t(lt.tn - 1) * lt.nb, n);
+    }
+    // Row-split products keep gemm's tiles; a head-sized product stays one call.
+    const kn::GemmTiling big = kn::gemm_tiling(1024, 2048, 1024);
+    const kn::GemmTiling lbig = kn::linear_tiling(1024, 2048, 1024);
+    EXPECT_EQ(lbig.mb, big.mb);
+    EXPECT_EQ(lbig.nb, big.nb);
+    EXPECT_EQ(kn::linear_tiling(64, 128, 64).tiles(), 1);
+  }
+}
+
+TEST_F(Threads, LinearIsBitIdenticalAtEveryThreadCount) {
+  for (const auto& [m, n, k] :
+       {std::tuple{160, 768, 256}, std::tuple{8, 1000, 300}, std::tuple{1, 4096, 1024}}) {
+    const Vec x = randn(size_t(m) * k, 7), w = randn(size_t(n) * k, 8);
+    expect_same_at_every_count(
+        "linear " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), [&] {
+          Vec y(size_t(m) * n);
+          kn::linear(x.data(), w.data(), y.data(), m, n, k);
+          return y;
+        });
   }
 }
 

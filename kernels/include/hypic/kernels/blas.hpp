@@ -12,10 +12,11 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
           const float* b, int ldb, float beta, float* c, int ldc);
 
 // y[m,n] = x[m,k] · W[n,k]ᵀ (the nn.Linear convention). With accumulate, y += instead of =.
+// Runs as the tiles of linear_tiling.
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate = false);
 
 // y[m,n] = x[m,k] · W[n,k]ᵀ with W in bf16 (raw bits): the path bf16_gemm_path(m, n, k) picks.
-// Same tiles as gemm (gemm_tiling), one thread per tile: bit-identical at every thread count.
+// Same tiles as linear (linear_tiling), one thread per tile: bit-identical at every thread count.
 void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
                  bool accumulate = false);
 
@@ -51,6 +52,12 @@ struct GemmTiling {
   int64_t tiles() const { return int64_t(tm) * tn; }
 };
 GemmTiling gemm_tiling(int m, int n, int k);
+// How linear splits y = x·Wᵀ: as gemm_tiling, and a product of too few rows to split (a pic
+// query's junction windows and question, a decode step) splits its columns down to 128 while a
+// tile keeps at least 4 M multiply-adds, counting at least 64 rows: with few rows a tile's time
+// is mostly reading and packing its weight rows. gemm keeps gemm_tiling, since the kernels call
+// it for a head's products inside their own parallel items, where tiles would run one by one.
+GemmTiling linear_tiling(int m, int n, int k);
 
 struct BlasInfo {
   std::string library;  // "OpenBLAS 0.3.21", "BLIS", ...
