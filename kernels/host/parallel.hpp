@@ -13,9 +13,12 @@
 
 namespace hypic::kernels::host {
 
-// Below this many (approximate) operations in all, a loop runs on the calling thread: waking
-// the team costs a few microseconds.
-constexpr int64_t kMinParallelWork = int64_t(1) << 14;
+// Below this many (approximate) operations in all, a loop runs on the calling thread. Waking
+// the team costs 3 µs when its threads spin and 5-40 µs when they sleep (hypic's default,
+// docs/threads.md; the most in this VM); half a million operations take about that long on
+// one core. A pic query's per-window steps (the conv and the delta rule over 8 tokens) are
+// below it: with 1 << 14, 410 parallel loops per query on the small preset, now 151.
+constexpr int64_t kMinParallelWork = int64_t(1) << 19;
 
 inline bool in_parallel_region() {
 #if defined(HYPIC_WITH_OPENMP)
