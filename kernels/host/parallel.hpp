@@ -13,12 +13,12 @@
 
 namespace hypic::kernels::host {
 
-// Below this many (approximate) operations in all, a loop runs on the calling thread. Waking
-// the team costs 3 µs when its threads spin and 5-40 µs when they sleep (hypic's default,
-// docs/threads.md; the most in this VM); half a million operations take about that long on
-// one core. A pic query's per-window steps (the conv and the delta rule over 8 tokens) are
-// below it: with 1 << 14, 410 parallel loops per query on the small preset, now 151.
-constexpr int64_t kMinParallelWork = int64_t(1) << 19;
+// Loops below kernels::min_parallel_work() (approximate) operations in all run on the calling
+// thread. Waking the team costs 3 µs when its threads spin and 5-40 µs when they sleep
+// (hypic's default, docs/threads.md; the most in this VM); half a million operations
+// (kDefaultMinParallelWork) take about that long on one core. A pic query's per-window steps
+// (the conv and the delta rule over 8 tokens) are below it: with 1 << 14, 410 parallel loops
+// per query on the small preset, now 151.
 
 inline bool in_parallel_region() {
 #if defined(HYPIC_WITH_OPENMP)
@@ -33,7 +33,7 @@ template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, const F& f) {
 #if defined(HYPIC_WITH_OPENMP)
   const int nt = threads();
-  if (n > 1 && nt > 1 && n * work_per_item >= kMinParallelWork && !in_parallel_region()) {
+  if (n > 1 && nt > 1 && n * work_per_item >= min_parallel_work() && !in_parallel_region()) {
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t i = 0; i < n; ++i) f(i);
     return;

@@ -30,7 +30,20 @@ std::atomic<int>& current() {
   return count;
 }
 
+std::atomic<int64_t>& min_work() {
+  static std::atomic<int64_t> ops{kDefaultMinParallelWork};
+  return ops;
+}
+
 }  // namespace
+
+void set_min_parallel_work(int64_t ops) {
+  min_work().store(ops < 0 ? 0 : ops, std::memory_order_relaxed);
+}
+
+int64_t min_parallel_work() {
+  return min_work().load(std::memory_order_relaxed);
+}
 
 void set_threads(int n) {
   n = std::max(1, n);

@@ -33,11 +33,19 @@ Vec randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-// Restores the thread count a test found.
+// Restores the thread count a test found. Every loop of more than one item runs on the team
+// (no minimum work), so that the small shapes here take the parallel path at 2 and 3 threads.
 class Threads : public ::testing::Test {
  protected:
-  void SetUp() override { before_ = kn::threads(); }
-  void TearDown() override { kn::set_threads(before_); }
+  void SetUp() override {
+    before_ = kn::threads();
+    min_work_ = kn::min_parallel_work();
+    kn::set_min_parallel_work(0);
+  }
+  void TearDown() override {
+    kn::set_threads(before_);
+    kn::set_min_parallel_work(min_work_);
+  }
 
   // run() computes from fresh copies of its inputs; its result must not change with the count.
   static void expect_same_at_every_count(const std::string& what, const std::function<Vec()>& run) {
@@ -56,6 +64,7 @@ class Threads : public ::testing::Test {
 
  private:
   int before_ = 1;
+  int64_t min_work_ = kn::kDefaultMinParallelWork;
 };
 
 TEST_F(Threads, GemmTilesDependOnTheShapeOnlyAndCoverC) {

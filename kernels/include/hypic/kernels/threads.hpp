@@ -4,6 +4,7 @@
 // and every other kernel splits its work over heads, rows or tokens. No reduction is split
 // across threads, so results are bit-identical at every thread count (docs/threads.md).
 // Implementation: kernels/host/threads.cpp.
+#include <cstdint>
 #include <string>
 
 namespace hypic::kernels {
@@ -18,5 +19,12 @@ int threads();
 bool threading_compiled();
 // How the host kernels run in parallel, in words: "OpenMP 201511" or why not.
 std::string threading_description();
+
+// Loops of fewer (approximate) operations than this run on the calling thread (default
+// kDefaultMinParallelWork, see kernels/host/parallel.hpp). The thread tests set 0, so that
+// every loop of more than one item runs on the team at their small shapes.
+constexpr int64_t kDefaultMinParallelWork = int64_t(1) << 19;
+void set_min_parallel_work(int64_t ops);
+int64_t min_parallel_work();
 
 }  // namespace hypic::kernels
