@@ -49,7 +49,8 @@ GemmTiling linear_tiling(int m, int n, int k) {
   GemmTiling t = gemm_tiling(m, n, k);
   if (t.tm > 1) return t;
   // Few rows: column tiles of at least kMinCols, each worth kMinTileWork counting at least
-  // kMinRows rows. `hypic bench blas` (2 threads) measures these shapes against one tile.
+  // kMinRows rows (a tile of few rows costs about what its weight rows cost to pack). Measured
+  // at 2 threads, one tile against two: docs/threads.md.
   constexpr int64_t kMinTileWork = int64_t(1) << 22;
   constexpr int kMinCols = 128, kMinRows = 64, kTargetTiles = 32, kRound = 16;
   auto halve = [](int x) { return ((x + 1) / 2 + kRound - 1) / kRound * kRound; };
