@@ -22,15 +22,23 @@
 
 namespace hypic::kernels {
 
+namespace {
+// Both tilings: a tile is not split below kMinTileWork multiply-adds, a product has at most
+// kTargetTiles tiles, and a halved tile side is rounded up to a multiple of kRound.
+constexpr int64_t kMinTileWork = int64_t(1) << 22;
+constexpr int kTargetTiles = 32, kRound = 16;
+int halve(int x) {
+  return ((x + 1) / 2 + kRound - 1) / kRound * kRound;
+}
+}  // namespace
+
 GemmTiling gemm_tiling(int m, int n, int k) {
   // Each tile repacks the operand it shares with its neighbours, so tiles are few and large:
   // rows (tokens) are split first, down to kMinRows, then columns down to kMinCols, until
   // there are kTargetTiles. Measured on one core (Cooperlake kernel, CPU time): 8-32 tiles of
   // 1024-token products run at 85-94 % of one whole call (README).
-  constexpr int64_t kMinTileWork = int64_t(1) << 22;  // m·n·k below which a tile is not split
-  constexpr int kMinRows = 256, kMinCols = 512, kTargetTiles = 32, kRound = 16;
+  constexpr int kMinRows = 256, kMinCols = 512;
   GemmTiling t{m, n, 1, 1};
-  auto halve = [](int x) { return ((x + 1) / 2 + kRound - 1) / kRound * kRound; };
   auto work = [k](int64_t rows, int64_t cols) { return rows * cols * std::max(1, k); };
   while (t.tiles() < kTargetTiles) {
     if (t.mb >= 2 * kMinRows && work(halve(t.mb), t.nb) >= kMinTileWork)
@@ -49,11 +57,9 @@ GemmTiling linear_tiling(int m, int n, int k) {
   GemmTiling t = gemm_tiling(m, n, k);
   if (t.tm > 1) return t;
   // Few rows: column tiles of at least kMinCols, each worth kMinTileWork counting at least
-  // kMinRows rows (a tile of few rows costs about what its weight rows cost to pack). Measured
-  // at 2 threads, one tile against two: docs/threads.md.
-  constexpr int64_t kMinTileWork = int64_t(1) << 22;
-  constexpr int kMinCols = 128, kMinRows = 64, kTargetTiles = 32, kRound = 16;
-  auto halve = [](int x) { return ((x + 1) / 2 + kRound - 1) / kRound * kRound; };
+  // kMinRows rows (a tile of few rows costs about what its weight rows cost to pack).
+  // `hypic bench blas` measures these products against one BLAS call (docs/threads.md).
+  constexpr int kMinCols = 128, kMinRows = 64;
   const int64_t rows = std::max(m, kMinRows);
   while (t.tiles() < kTargetTiles && t.nb >= 2 * kMinCols &&
          rows * halve(t.nb) * std::max(1, k) >= kMinTileWork) {

@@ -8,9 +8,8 @@
 
 namespace hypic::kernels::host {
 
-// exp(x) for x ≤ 0 within ~1 ulp (Cephes expf polynomial after range reduction); plain
-// arithmetic so the compiler vectorises the loops that call it (the attention's softmax, the
-// sigmoid below), unlike a libm call.
+// exp(x) for x ≤ 0 within ~1 ulp (Cephes expf polynomial after range reduction); used by the
+// attention's softmax and the sigmoid below.
 inline float exp_nonpositive(float x) {
   const float in = x;
   // Keeps 2^n a normal number (exp(-87) ≈ 1.6e-38) and n an integer: the comparison is false

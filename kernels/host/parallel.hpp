@@ -18,7 +18,7 @@ namespace hypic::kernels::host {
 // (hypic's default, docs/threads.md; the most in this VM); half a million operations
 // (kDefaultMinParallelWork) take about that long on one core. A pic query's per-window steps
 // (the conv and the delta rule over 8 tokens) are below it: with 1 << 14, 410 parallel loops
-// per query on the small preset, now 151.
+// per query on the small preset, now 151 (counted once, docs/threads.md).
 
 inline bool in_parallel_region() {
 #if defined(HYPIC_WITH_OPENMP)

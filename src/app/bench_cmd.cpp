@@ -190,6 +190,9 @@ void add_bench_blas(CLI::App& bench) {
   sub->add_flag_callback(
       "--no-bf16", [a] { a->options.bf16_shapes.clear(); },
       "skip the bf16-weight section (f32 vs convert vs AVX-512 BF16 paths per shape)");
+  sub->add_flag_callback(
+      "--no-few-rows", [a] { a->options.few_row_shapes.clear(); },
+      "skip the few-row section (linear's column tiles vs one single-threaded BLAS call)");
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   on_run(sub, [a] {
     const bench::BlasResult r = bench::run_blas(a->options);
@@ -230,6 +233,25 @@ void add_bench_blas(CLI::App& bench) {
                       {"dot2_max_rel_err", b.dot2_max_rel_err},
                       {"dot1_max_rel_err", b.dot1_max_rel_err}});
     }
+    nlohmann::json few_rows = nlohmann::json::array();
+    if (!r.few_rows.empty())
+      std::printf(
+          "few-row products y[m,n] = x[m,k] W[n,k]^T at %d thread(s), microseconds (median;"
+          " one call: one BLAS call on one thread, as before linear's column tiles):\n"
+          "  %5s %6s %6s  %5s %10s %10s %8s\n",
+          r.blas.threads, "m", "n", "k", "tiles", "linear", "one call", "speed-up");
+    for (const bench::FewRowRate& f : r.few_rows) {
+      const double speedup = f.tiled_us > 0 ? f.one_call_us / f.tiled_us : 0.0;
+      std::printf("  %5d %6d %6d  %5d %10.1f %10.1f %7.2fx\n", f.m, f.n, f.k, f.tiles, f.tiled_us,
+                  f.one_call_us, speedup);
+      few_rows.push_back({{"m", f.m},
+                          {"n", f.n},
+                          {"k", f.k},
+                          {"tiles", f.tiles},
+                          {"linear_us", f.tiled_us},
+                          {"one_call_us", f.one_call_us},
+                          {"speedup", speedup}});
+    }
     write_json(a->json, {{"bench", "blas"},
                          {"library", r.blas.library},
                          {"kernel", r.blas.kernel},
@@ -238,7 +260,8 @@ void add_bench_blas(CLI::App& bench) {
                          {"gflops_by_threads", rates},
                          {"one_blas_call_gflops_by_threads", one_call},
                          {"bf16_dot_available", kernels::bf16_dot_available()},
-                         {"bf16", bf16}});
+                         {"bf16", bf16},
+                         {"few_rows", few_rows}});
     return 0;
   });
 }

@@ -46,6 +46,11 @@ uint16_t to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// Timed repetitions for ~50 ms of `flop`-sized products: at least `reps`, at most 200.
+int runs_for(double flop, int reps) {
+  return std::max(reps, int(std::min(200.0, 5e8 / flop)));
+}
+
 Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
   HYPIC_REQUIRE(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0,
                 "bf16 shapes are three positive sizes m, n, k");
@@ -64,18 +69,9 @@ Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
     const uint32_t bits = uint32_t(wb[i]) << 16;
     std::memcpy(&wf[i], &bits, 4);  // the same weights, widened
   }
-  // Enough repetitions for ~50 ms per path, at least `reps`.
   const double flop = 2.0 * double(m) * double(n) * double(k);
-  const int runs = std::max(reps, int(std::min(200.0, 5e8 / flop)));
   auto rate = [&](const std::function<void()>& product) {
-    product();
-    std::vector<double> times;
-    for (int i = 0; i < runs; ++i) {
-      const auto t0 = Clock::now();
-      product();
-      times.push_back(seconds_since(t0));
-    }
-    return flop / median(times) / 1e9;
+    return flop / median_seconds(runs_for(flop, reps), product) / 1e9;
   };
   r.f32_gflops = rate([&] { kernels::linear(x.data(), wf.data(), ref.data(), r.m, r.n, r.k); });
   double scale = 0;
@@ -113,6 +109,31 @@ Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
   return r;
 }
 
+FewRowRate measure_few_rows(const std::vector<int>& shape, int reps) {
+  HYPIC_REQUIRE(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0,
+                "few-row shapes are three positive sizes m, n, k");
+  FewRowRate r;
+  r.m = shape[0];
+  r.n = shape[1];
+  r.k = shape[2];
+  r.tiles = static_cast<int>(kernels::linear_tiling(r.m, r.n, r.k).tiles());
+  std::vector<float> x(size_t(r.m) * r.k), w(size_t(r.n) * r.k), y(size_t(r.m) * r.n);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = u(rng);
+  const double flop = 2.0 * r.m * double(r.n) * r.k;
+  const int runs = runs_for(flop, reps);
+  r.tiled_us = 1e6 * median_seconds(runs, [&] {
+                 kernels::linear(x.data(), w.data(), y.data(), r.m, r.n, r.k);
+               });
+  r.one_call_us = 1e6 * median_seconds(runs, [&] {
+                    kernels::gemm_one_blas_call(1, false, true, r.m, r.n, r.k, 1.0f, x.data(), r.k,
+                                                w.data(), r.k, 0.0f, y.data(), r.n);
+                  });
+  return r;
+}
+
 }  // namespace
 
 BlasResult run_blas(const BlasOptions& o) {
@@ -126,6 +147,8 @@ BlasResult run_blas(const BlasOptions& o) {
   }
   kernels::set_threads(max_threads);
   for (const std::vector<int>& shape : o.bf16_shapes) r.bf16.push_back(measure_bf16(shape, o.reps));
+  for (const std::vector<int>& shape : o.few_row_shapes)
+    r.few_rows.push_back(measure_few_rows(shape, o.reps));
   return r;
 }
 

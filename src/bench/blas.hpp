@@ -1,6 +1,8 @@
 #pragma once
 // `hypic bench blas`: the sgemm rate of the BLAS kernel in use, per thread count: hypic's
-// tiled gemm (what every command runs) and one whole call of the BLAS on its own threads.
+// tiled gemm (what every command runs) and one whole call of the BLAS on its own threads; then
+// bf16-weight products per path, and few-row products in linear's column tiles against one
+// single-threaded BLAS call.
 #include <string>
 #include <vector>
 
@@ -20,6 +22,21 @@ struct BlasOptions {
   std::vector<std::vector<int>> bf16_shapes = {
       {1, 2048, 2048},  {8, 2048, 2048},   {16, 6144, 2048},  {32, 6144, 2048},
       {64, 2048, 2048}, {512, 6144, 2048}, {1024, 2048, 6144}};
+  // Few-row section: nn.Linear products too short to split by rows (a pic query's junction
+  // pass, decode steps), each {m, n, k}; empty: none.
+  std::vector<std::vector<int>> few_row_shapes = {{1, 4096, 1024},  {8, 768, 256},
+                                                  {160, 768, 256},  {160, 256, 512},
+                                                  {160, 1024, 256}, {64, 2048, 1024}};
+};
+
+// One shape of the few-row section, at the thread count in use: kernels::linear in its column
+// tiles (kernels::linear_tiling) against one single-threaded BLAS call, which is how such a
+// product ran before those tiles.
+struct FewRowRate {
+  int m = 0, n = 0, k = 0;
+  int tiles = 1;           // linear_tiling's tiles
+  double tiled_us = 0;     // kernels::linear, median
+  double one_call_us = 0;  // one BLAS call on one thread, median
 };
 
 // One shape of the bf16 section, at the thread count in use: GFLOP/s of the f32 product
@@ -40,9 +57,10 @@ struct BlasRate {
 };
 
 struct BlasResult {
-  kernels::BlasInfo blas;       // the library and kernel measured
-  std::vector<BlasRate> rates;  // 1 … blas.threads (at least one entry)
-  std::vector<Bf16Rate> bf16;   // at blas.threads
+  kernels::BlasInfo blas;            // the library and kernel measured
+  std::vector<BlasRate> rates;       // 1 … blas.threads (at least one entry)
+  std::vector<Bf16Rate> bf16;        // at blas.threads
+  std::vector<FewRowRate> few_rows;  // at blas.threads
 };
 
 // Measures 1 … the BLAS's thread count in turn, then leaves the BLAS at its thread count.

@@ -55,6 +55,14 @@ TEST(BenchModule, BlasRatePerThreadCount) {
     EXPECT_TRUE(positive(r.rates[i].gflops)) << r.rates[i].gflops;
   }
   EXPECT_EQ(hypic::kernels::blas_info().threads, r.blas.threads);  // left as it was found
+  // The few-row section: every default shape, timed both ways, with linear's tile count.
+  const bench::BlasOptions defaults;
+  ASSERT_EQ(r.few_rows.size(), defaults.few_row_shapes.size());
+  for (const bench::FewRowRate& f : r.few_rows) {
+    EXPECT_EQ(f.tiles, hypic::kernels::linear_tiling(f.m, f.n, f.k).tiles());
+    EXPECT_TRUE(positive(f.tiled_us)) << f.m << "x" << f.n << "x" << f.k;
+    EXPECT_TRUE(positive(f.one_call_us)) << f.m << "x" << f.n << "x" << f.k;
+  }
   EXPECT_THROW(bench::run_blas({0, 2}), hypic::Error);
 }
 
