@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 
 #include "bench/timing.hpp"
 #include "hypic/error.hpp"
@@ -51,13 +52,20 @@ int runs_for(double flop, int reps) {
   return std::max(reps, int(std::min(200.0, 5e8 / flop)));
 }
 
-Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
+// A section's {m, n, k} into the rate's fields, checked.
+template <typename Rate>
+Rate with_shape(const std::vector<int>& shape, const char* section) {
   HYPIC_REQUIRE(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0,
-                "bf16 shapes are three positive sizes m, n, k");
-  Bf16Rate r;
+                std::string(section) + " shapes are three positive sizes m, n, k");
+  Rate r;
   r.m = shape[0];
   r.n = shape[1];
   r.k = shape[2];
+  return r;
+}
+
+Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
+  Bf16Rate r = with_shape<Bf16Rate>(shape, "bf16");
   const size_t m = size_t(r.m), n = size_t(r.n), k = size_t(r.k);
   std::vector<float> x(m * k), wf(n * k), y(m * n), ref(m * n);
   std::vector<uint16_t> wb(n * k);
@@ -110,12 +118,7 @@ Bf16Rate measure_bf16(const std::vector<int>& shape, int reps) {
 }
 
 FewRowRate measure_few_rows(const std::vector<int>& shape, int reps) {
-  HYPIC_REQUIRE(shape.size() == 3 && shape[0] > 0 && shape[1] > 0 && shape[2] > 0,
-                "few-row shapes are three positive sizes m, n, k");
-  FewRowRate r;
-  r.m = shape[0];
-  r.n = shape[1];
-  r.k = shape[2];
+  FewRowRate r = with_shape<FewRowRate>(shape, "few-row");
   r.tiles = static_cast<int>(kernels::linear_tiling(r.m, r.n, r.k).tiles());
   std::vector<float> x(size_t(r.m) * r.k), w(size_t(r.n) * r.k), y(size_t(r.m) * r.n);
   std::mt19937 rng(3);
