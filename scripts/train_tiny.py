@@ -396,10 +396,28 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def losses(model, ids, w_ans, w_lm):
+def losses(model, ids, w_ans, w_lm, spans=None):
+    """Mean loss over answer tokens, over the other tokens, and per row whether every answer
+    token is the argmax. spans: per row None (computed in full) or the segments' token
+    ranges, for a row computed as hypic's pic mode (W = 0) would (pic_sim.py)."""
+    import torch
     import torch.nn.functional as F
 
-    logits = model(input_ids=ids).logits[:, :-1]
+    if spans is None or all(s is None for s in spans):
+        logits = model(input_ids=ids).logits
+    else:
+        from pic_sim import pic_logits
+
+        full = [b for b, s in enumerate(spans) if s is None]
+        rows = [None] * len(spans)
+        if full:
+            for b, row in zip(full, model(input_ids=ids[full]).logits):
+                rows[b] = row
+        for b, s in enumerate(spans):
+            if s is not None:
+                rows[b] = pic_logits(model, ids[b:b + 1], s)[0]
+        logits = torch.stack(rows)
+    logits = logits[:, :-1]
     target = ids[:, 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                          reduction="none").view_as(target)
@@ -420,7 +438,7 @@ def evaluate(model, data, batch=50):
         for i in range(0, len(data), batch):
             chunk = data[i:i + batch]
             _, _, ok = losses(model, *batch_tensors(chunk))
-            for (_, _, _, kind), good in zip(chunk, ok.tolist()):
+            for (_, _, _, kind, *_), good in zip(chunk, ok.tolist()):
                 hits += good
                 k = per_kind.setdefault(kind, [0, 0])
                 k[0] += good
@@ -511,12 +529,19 @@ def long_pieces(ex, summary=False):
 
 
 def encode_long(tok, ex, summary=False, more=()):
+    """(prompt ids, answer ids, follow-ups, spans): spans are the passages' token ranges in
+    the prompt (between the prefix and the suffix), for rows trained as pic computes them."""
     def enc(text):
         return tok.encode(text, add_special_tokens=False).ids
 
-    ids = [t for p in long_pieces(ex, summary) for t in enc(p)]
+    pieces = [enc(p) for p in long_pieces(ex, summary)]
+    ids, spans = [], []
+    for i, p in enumerate(pieces):
+        if 0 < i < len(pieces) - 1:
+            spans.append((len(ids), len(ids) + len(p)))
+        ids += p
     follow = [(enc(SUFFIX.format(input=q)), enc(" " + a) + [0]) for q, a in more]
-    return ids, enc(" " + ex["answer"]) + [0], follow
+    return ids, enc(" " + ex["answer"]) + [0], follow, spans
 
 
 def long_training_example(pools, tok, rng, passages, summary, most_followups):
@@ -564,7 +589,10 @@ def write_long_datasets(pools, tok, args):
                         "passages": len(q["entities"])}
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         if name.endswith("_dev"):
-            dev[name] = [encode_long(tok, q, summary) + (q["kind"],) for q in exs]
+            dev[name] = []
+            for q in exs:
+                p, a, more, spans = encode_long(tok, q, summary)
+                dev[name].append((p, a, more, q["kind"], spans))
     return dev["synthqa_long_dev"], dev["synthsum_dev"]
 
 
@@ -577,6 +605,12 @@ def print_long_plan(args, tokens_per_second=None):
               f"{passages[0]}-{passages[1]} passages, {rows} rows per step, "
               f"{share:.0%} summary rows")
         start = until
+    if args.last_stage_only:
+        print("  --last-stage-only: the last stage throughout")
+    if args.summary_share is not None:
+        print(f"  --summary-share: {args.summary_share:.0%} summary rows throughout")
+    if args.pic_share > 0:
+        print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic W=0 would")
     print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
@@ -636,18 +670,43 @@ def main_long(args):
         model.train()
         return em, kinds, sum(sl_) / len(sl_)
 
+    def dev_eval_pic():
+        """Dev QA EM and summary loss with every row computed as pic W = 0 computes it."""
+        model.eval()
+        hits = 0
+        with torch.no_grad():
+            for d in dev_qa:
+                hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]])[2][0])
+            sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]])[0].item() for d in dev_sum]
+        model.train()
+        return hits / len(dev_qa), sum(sl_) / len(sl_)
+
+    def report(step, minutes):
+        em, kinds, sum_loss = dev_eval()
+        entry = {"step": step, "dev_em": em, "dev_em_per_kind": kinds,
+                 "dev_summary_loss": round(sum_loss, 4), "minutes": minutes}
+        line = f"dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}"
+        if args.pic_share > 0:
+            pem, psum = dev_eval_pic()
+            entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4))
+            line += f"; as pic W=0: dev QA EM {pem:.3f}, dev summary loss {psum:.3f}"
+        log.append(entry)
+        return line
+
     rng = random.Random(args.seed + 1 if args.train_seed is None else args.train_seed)
+    # Which rows are computed as pic would: its own stream, so --pic-share 0 leaves the
+    # examples of a run exactly as before.
+    pic_rng = random.Random((args.seed + 1 if args.train_seed is None else args.train_seed) + 99)
     log, tokens, step, start = [], 0, 0, time.time()
-    em, kinds, sum_loss = dev_eval()
-    print(f"start: dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
-    log.append({"step": 0, "dev_em": em, "dev_em_per_kind": kinds, "dev_summary_loss":
-                round(sum_loss, 4), "minutes": 0.0})
+    print(f"start: {report(0, 0.0)}", flush=True)
     start = time.time()  # the budget counts training (and the evaluations during it) only
     while True:
         progress = max(step / args.steps, (time.time() - start) / 60 / args.minutes)
         if progress >= 1.0:
             break
-        passages, rows, share = long_stage(progress)
+        passages, rows, share = long_stage(1.0 if args.last_stage_only else progress)
+        if args.summary_share is not None:
+            share = args.summary_share
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups)
                     for i in range(rows)]
@@ -655,7 +714,8 @@ def main_long(args):
         tokens += int((w_ans + w_lm).sum()) + len(examples)
         for g in opt.param_groups:
             g["lr"] = lr_at(progress)
-        ans, lm, correct = losses(model, ids, w_ans, w_lm)
+        spans = [ex[3] if pic_rng.random() < args.pic_share else None for ex in examples]
+        ans, lm, correct = losses(model, ids, w_ans, w_lm, spans)
         loss = ans + args.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -665,22 +725,15 @@ def main_long(args):
         el = time.time() - start
         if step % args.log_every == 0:
             print(f"step {step}: progress {progress:.3f}, {passages[0]}-{passages[1]} passages x "
-                  f"{rows}, {ids.shape[1]} tokens, answer loss {ans.item():.3f}, lm loss "
+                  f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, answer loss {ans.item():.3f}, lm loss "
                   f"{lm.item():.3f}, {tokens / el:.0f} tok/s, {el / 60:.1f} min", flush=True)
             log.append({"step": step, "answer_loss": round(ans.item(), 4),
                         "lm_loss": round(lm.item(), 4), "passages": list(passages),
                         "minutes": round(el / 60, 2)})
         if step % args.eval_every == 0:
-            em, kinds, sum_loss = dev_eval()
-            print(f"  dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
-            log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
-                        "dev_summary_loss": round(sum_loss, 4), "minutes": round(el / 60, 2)})
+            print(f"  {report(step, round(el / 60, 2))}", flush=True)
             export(model, out, {"partial": True, "steps_run": step, "log": log})
-    em, kinds, sum_loss = dev_eval()
-    print(f"final dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}", flush=True)
-    log.append({"step": step, "dev_em": em, "dev_em_per_kind": kinds,
-                "dev_summary_loss": round(sum_loss, 4),
-                "minutes": round((time.time() - start) / 60, 2)})
+    print(f"final {report(step, round((time.time() - start) / 60, 2))}", flush=True)
     shown = init.resolve()
     shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
     export(model, out, {"task": "long", "seed": args.seed, "init_from": str(shown),
@@ -688,7 +741,9 @@ def main_long(args):
                         "minutes_budget": args.minutes, "lr": args.lr, "threads": args.threads,
                         "plan": LONG_PLAN, "parameters": n_params,
                         "extra_attention_layers": args.extra_attention_layers,
-                        "slow_heads": args.slow_heads,
+                        "slow_heads": args.slow_heads, "pic_share": args.pic_share,
+                        "summary_share": args.summary_share,
+                        "last_stage_only": args.last_stage_only,
                         "minutes": round((time.time() - start) / 60, 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
                         "continues": earlier})
@@ -750,6 +805,15 @@ def main():
                     help="--task long: full-attention layers appended (zero-initialised output)")
     ap.add_argument("--slow-heads", type=int, default=1,
                     help="--task long: value heads per linear layer given a slow decay")
+    ap.add_argument("--pic-share", type=float, default=0.0,
+                    help="--task long: share of rows computed as hypic's pic mode (W = 0) "
+                         "computes them (scripts/pic_sim.py): passages each on their own, "
+                         "linear states composed, the suffix over the spliced caches")
+    ap.add_argument("--summary-share", type=float, default=None,
+                    help="--task long: share of summary rows (default: LONG_PLAN's)")
+    ap.add_argument("--last-stage-only", action="store_true",
+                    help="--task long: train on LONG_PLAN's last stage throughout (fine-tuning "
+                         "a long-task model)")
     args = ap.parse_args()
     if args.task == "long":
         if args.plan:
