@@ -1,127 +1,122 @@
 """The forward pass of a Qwen3.5 model (transformers' Qwen3_5ForCausalLM) as hypic's pic mode
-with junction width 0 computes it, differentiable, for training (train_tiny.py --pic-share).
+computes it, with any junction width W, differentiable, for training (train_tiny.py
+--pic-share, --pic-junction).
 
-A prompt is a prefix, segments (passages) and a suffix (question or summary request and the
-answer tokens). pic caches every segment computed on its own and, at query time
-(../shared/design/MATH.md §3-5, docs/eval.md):
-- linear (Gated DeltaNet) layers: each segment's tokens keep the outputs of their isolated
-  computation (zero state, zero conv history); the state that reaches the suffix is the
-  composition T·S_in + S(·|0) over the segments, which equals the recurrence run straight
-  through the segments' isolated inputs, with the conv history cut at each segment start
-  (the cached T and S(·|0) were computed that way); the suffix's conv reads the last
-  segment's tail;
-- full-attention layers: a segment's keys and values are those of its isolated computation
-  at its true positions (re-rotation is exact), so a segment token attends to its own
-  segment only; prefix and suffix tokens attend to everything before them;
-- the prefix is computed in full (it is first), the suffix in full over the spliced caches.
+A prompt is a prefix, segments (passages) and a suffix (the question or summary request,
+then the answer tokens). pic caches every segment computed on its own, then at query time
+(../shared/design/MATH.md §3-5):
+- the prefix, the first W tokens of every segment (its junction window) and the suffix are
+  *fresh*: they run through every layer over everything before them;
+- the other tokens of a segment are *cached*: at every layer their rows are those of the
+  segment computed alone. A full-attention layer splices their keys and values (at their
+  true positions: re-rotation is exact); a linear layer composes S = T·S_in + S(·|0), with
+  T and S(·|0) from the isolated computation (its conv outputs included).
 
-Training on a share of rows computed this way (block-attention fine-tuning, for a hybrid)
-teaches the model to read passages whose later-layer rows were computed without context,
-which is what pic gives it. `check` compares this pass with hypic's own pic W = 0 figures.
+So two streams run side by side, layer by layer:
+1. isolated: every segment alone (one right-padded batch, zero state, true positions);
+2. the pic world: the whole prompt, where each layer's input at a cached position is the
+   isolated stream's row. A full-attention layer is then plain causal attention over it; a
+   linear layer is the recurrence run straight through it, with the conv outputs at cached
+   positions taken from the isolated stream (the composition equals that recurrence). Only
+   the fresh positions' outputs are kept.
+The logits at cached positions are the isolated stream's (an LM loss there trains a
+segment alone).
+
+Training on a share of rows computed this way teaches the model to read passages whose
+later-layer rows were computed without context, which is what pic gives it (block-attention
+fine-tuning, for a hybrid). `python3 scripts/pic_sim.py` checks this pass against hypic's own
+first-token figures.
 """
 
 import torch
 import torch.nn.functional as F
 
 
-def _conv_silu(mixed, weight, seg):
-    """Depthwise causal conv (kernel K) + SiLU with the history cut where seg changes.
-    mixed: [1, T, C]; weight: [C, K]; seg: [T] segment id of each token."""
-    T = mixed.shape[1]
-    K = weight.shape[1]
-    out = mixed * weight[:, K - 1]
-    for s in range(1, K):
-        if s >= T:
-            break
-        same = torch.zeros(T, dtype=mixed.dtype)
-        same[s:] = (seg[s:] == seg[:-s]).to(mixed.dtype)
-        shifted = F.pad(mixed, (0, 0, s, 0))[:, :T]
-        out = out + shifted * weight[:, K - 1 - s] * same[None, :, None]
-    return F.silu(out)
-
-
-def _gdn(attn, x, seg, spans, delta_rule):
-    """One Gated DeltaNet layer of the pic pass. x: [1, T, d] (already input-normed);
-    spans: (start, end) of each segment; seg: [T] conv segment ids."""
-    _, T, _ = x.shape
-    mixed = _conv_silu(attn.in_proj_qkv(x), attn.conv1d.weight.squeeze(1), seg)
-    z = attn.in_proj_z(x).reshape(1, T, -1, attn.head_v_dim)
-    beta = attn.in_proj_b(x).sigmoid()
-    g = -attn.A_log.float().exp() * F.softplus(attn.in_proj_a(x).float() + attn.dt_bias)
-    q, k, v = torch.split(mixed, [attn.key_dim, attn.key_dim, attn.value_dim], dim=-1)
-    q = q.reshape(1, T, -1, attn.head_k_dim)
-    k = k.reshape(1, T, -1, attn.head_k_dim)
-    v = v.reshape(1, T, -1, attn.head_v_dim)
-    # Straight through: the prefix's and the suffix's outputs, and the composed state.
-    core, _ = delta_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=False,
-                         use_qk_l2norm_in_kernel=True)
-    if not spans:
-        core = attn.norm(core.reshape(-1, attn.head_v_dim), z.reshape(-1, attn.head_v_dim))
-        return attn.out_proj(core.reshape(1, T, -1))
-    # Each segment from zero: one right-padded batch (padding comes after, so it changes
-    # no real token's output).
-    L = max(e - s for s, e in spans)
-
-    def batch(t):
-        rows = [F.pad(t[0, s:e], (0, 0) * (t.dim() - 2) + (0, L - (e - s))) for s, e in spans]
-        return torch.stack(rows)
-
-    iso, _ = delta_rule(batch(q), batch(k), batch(v), g=batch(g), beta=batch(beta),
-                        initial_state=None, output_final_state=False,
-                        use_qk_l2norm_in_kernel=True)
-    parts, at = [], 0
-    for i, (s, e) in enumerate(spans):
-        parts += [core[:, at:s], iso[i:i + 1, :e - s]]
-        at = e
-    parts.append(core[:, at:])
-    core = torch.cat(parts, dim=1)
-    core = attn.norm(core.reshape(-1, attn.head_v_dim), z.reshape(-1, attn.head_v_dim))
-    return attn.out_proj(core.reshape(1, T, -1))
-
-
-def segment_layout(T, spans):
-    """Conv segment ids and the attention mask ([1, 1, T, T], True = may attend)."""
-    seg = torch.zeros(T, dtype=torch.long)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    for i, (s, e) in enumerate(spans):
-        seg[s:e] = i + 1
-        mask[s:e, :s] = False
-    if spans:
-        seg[spans[-1][1]:] = len(spans)  # the suffix's conv reads the last segment's tail
-    return seg, mask[None, None]
-
-
-def pic_logits(model, ids, spans):
-    """Logits [1, T, V] of ids ([1, T]) under pic with W = 0; spans: the segments' (start,
-    end) token ranges, in order, none overlapping (before the first: the prefix; after the
-    last: the suffix)."""
+def _gdn(attn, x, conv_override=None):
+    """A Gated DeltaNet layer from zero state over x ([B, T, d], already input-normed).
+    conv_override: (positions [P], values [P, C]) replacing the conv outputs of row 0 at those
+    positions. Returns (output [B, T, d], conv outputs after SiLU [B, T, C])."""
     from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
 
+    B, T, _ = x.shape
+    conv = F.silu(F.conv1d(attn.in_proj_qkv(x).transpose(1, 2), attn.conv1d.weight,
+                           padding=attn.conv_kernel_size - 1,
+                           groups=attn.conv_dim)[:, :, :T].transpose(1, 2))
+    if conv_override is not None:
+        at, values = conv_override
+        conv = conv.clone()
+        conv[0, at] = values
+    z = attn.in_proj_z(x).reshape(B, T, -1, attn.head_v_dim)
+    beta = attn.in_proj_b(x).sigmoid()
+    g = -attn.A_log.float().exp() * F.softplus(attn.in_proj_a(x).float() + attn.dt_bias)
+    q, k, v = torch.split(conv, [attn.key_dim, attn.key_dim, attn.value_dim], dim=-1)
+    core, _ = mq.torch_chunk_gated_delta_rule(
+        q.reshape(B, T, -1, attn.head_k_dim), k.reshape(B, T, -1, attn.head_k_dim),
+        v.reshape(B, T, -1, attn.head_v_dim), g=g, beta=beta, initial_state=None,
+        output_final_state=False, use_qk_l2norm_in_kernel=True)
+    core = attn.norm(core.reshape(-1, attn.head_v_dim), z.reshape(-1, attn.head_v_dim))
+    return attn.out_proj(core.reshape(B, T, -1)), conv
+
+
+def causal(n):
+    """[1, 1, n, n], True where a row may attend (explicit, whatever attention backend)."""
+    return torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+
+
+def _mlp(layer, h):
+    return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
+def pic_logits(model, ids, spans, junction=0):
+    """Logits [1, T, V] of ids ([1, T]) as hypic's pic mode with junction width `junction`
+    computes them. spans: the segments' (start, end) token ranges in order, none overlapping
+    (before the first: the prefix; after the last: the suffix). No spans: a full pass."""
     base = model.model
     T = ids.shape[1]
-    seg, mask = segment_layout(T, spans)
     h = base.embed_tokens(ids)
-    pos = torch.arange(T)[None]
-    pe = base.rotary_emb(h, pos)
+    pe = base.rotary_emb(h, torch.arange(T)[None])
+    # Cached positions: (row in the isolated batch, column, position in the prompt).
+    rows, cols, at = [], [], []
+    for i, (s, e) in enumerate(spans):
+        for t in range(min(s + junction, e), e):
+            rows.append(i)
+            cols.append(t - s)
+            at.append(t)
+    if spans:
+        L = max(e - s for s, e in spans)
+        hi = torch.stack([F.pad(h[0, s:e], (0, 0, 0, L - (e - s))) for s, e in spans])
+        pos = torch.stack([torch.arange(s, s + L) for s, _ in spans])
+        pe_i = base.rotary_emb(hi, pos)
+    rows, cols, at = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long), \
+        torch.tensor(at, dtype=torch.long)
     for layer in base.layers[:base.config.num_hidden_layers]:
+        if len(at):
+            h = h.clone()
+            h[0, at] = hi[rows, cols]  # the pic world's input at cached positions
         x = layer.input_layernorm(h)
         if layer.block_type == "linear_attention":
-            out = _gdn(layer.linear_attn, x, seg, spans, mq.torch_chunk_gated_delta_rule)
+            override = None
+            if spans:
+                out_i, conv_i = _gdn(layer.linear_attn, layer.input_layernorm(hi))
+                override = (at, conv_i[rows, cols])
+            out, _ = _gdn(layer.linear_attn, x, override)
         else:
-            out, _ = layer.self_attn(hidden_states=x, position_embeddings=pe, attention_mask=mask)
-        h = h + out
-        h = h + layer.mlp(layer.post_attention_layernorm(h))
+            if spans:
+                out_i, _ = layer.self_attn(hidden_states=layer.input_layernorm(hi),
+                                           position_embeddings=pe_i, attention_mask=causal(L))
+            out, _ = layer.self_attn(hidden_states=x, position_embeddings=pe,
+                                     attention_mask=causal(T))
+        if spans:
+            hi = _mlp(layer, hi + out_i)
+        h = _mlp(layer, h + out)
+    if len(at):
+        h = h.clone()
+        h[0, at] = hi[rows, cols]
     return model.lm_head(base.norm(h))
 
 
-def full_logits_by_hand(model, ids):
-    """The same pass with no segments: must equal model(ids).logits (the check of the
-    hand-written layer loop itself)."""
-    return pic_logits(model, ids, [])
-
-
-def check(model_dir, jsonl, runs):
-    """First-token KL(full || pic W=0) of this pass against hypic eval's per-example figure."""
+def check(model_dir, jsonl, runs, junction):
+    """First-token KL(full || pic) of this pass against hypic eval's per-example figure."""
     import json
     import re
     from tokenizers import Tokenizer
@@ -129,41 +124,48 @@ def check(model_dir, jsonl, runs):
 
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
-    tpl = json.load(open("inputs/datasets/templates.json"))
+    templates = json.load(open("inputs/datasets/templates.json"))
     rows = [json.loads(line) for line in open(jsonl)]
     name = rows[0]["_id"].rsplit("-", 1)[0]
+    t = templates[name]
     data = {d["_id"]: d for d in map(json.loads, open(f"inputs/datasets/{name}.jsonl"))}
-    rows = [dict(data[r["_id"]], first_token_kl=r.get("first_token_kl"),
-                 prompt_tokens=r.get("prompt_tokens")) for r in rows]
+    worst = 0.0
     with torch.no_grad():
-        for row in rows[:runs]:
-            t = tpl[name]
-            texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"]) if p.strip()]
+        for r in rows[:runs]:
+            row = data[r["_id"]]
+            texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"])
+                     if p.strip()]
             pieces = ([t["prefix"]] + [t["segment"].format(text=x) for x in texts]
                       + [t["suffix"].format(input=row.get("input", ""))])
-            enc = [tok.encode(p, add_special_tokens=False).ids for p in pieces]
             ids, spans = [], []
-            for i, e in enumerate(enc):
-                if 0 < i < len(enc) - 1:
+            for i, p in enumerate(pieces):
+                e = tok.encode(p, add_special_tokens=False).ids
+                if 0 < i < len(pieces) - 1:
                     spans.append((len(ids), len(ids) + len(e)))
                 ids += e
             ids = torch.tensor([ids])
             full = model(input_ids=ids).logits[0, -1].log_softmax(-1)
-            hand = full_logits_by_hand(model, ids)[0, -1].log_softmax(-1)
-            pic = pic_logits(model, ids, spans)[0, -1].log_softmax(-1)
+            hand = pic_logits(model, ids, [])[0, -1].log_softmax(-1)
+            pic = pic_logits(model, ids, spans, junction)[0, -1].log_softmax(-1)
             kl = (full.exp() * (full - pic)).sum().item()
-            print(f"{row['_id']}: {ids.shape[1]} tokens (hypic {row['prompt_tokens']}), {len(spans)} segments; hand-written "
-                  f"full pass max |diff| {(full - hand).abs().max().item():.2e}; first-token "
-                  f"KL(full||pic W=0) {kl:.4g}; hypic eval: {row.get('first_token_kl')}")
+            ref = r["first_token_kl"]
+            worst = max(worst, abs(kl - ref) / max(ref, 1e-3))
+            print(f"{r['_id']}: {ids.shape[1]} tokens (hypic {r['prompt_tokens']}), "
+                  f"{len(spans)} segments; this pass without segments against transformers: "
+                  f"max |Δ log p| {(full - hand).abs().max().item():.1e}; first-token "
+                  f"KL(full||pic W={junction}) {kl:.4g}, hypic eval {ref:.4g}", flush=True)
+    print(f"largest relative difference of the KL: {worst:.2%}")
 
 
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(description="check the pic pass against hypic eval output")
+    ap = argparse.ArgumentParser(description="checks the pic pass against hypic eval's output: "
+                                 "run from the repository root")
     ap.add_argument("--model", required=True)
     ap.add_argument("--eval-jsonl", required=True,
-                    help="a pic W=0 mode's per-example file from hypic eval (RUN/pic/NAME.jsonl)")
+                    help="a pic mode's per-example file from hypic eval (RUN/pic/NAME.jsonl)")
+    ap.add_argument("--junction", type=int, required=True, help="the --junction of that run")
     ap.add_argument("--examples", type=int, default=3)
     a = ap.parse_args()
-    check(a.model, a.eval_jsonl, a.examples)
+    check(a.model, a.eval_jsonl, a.examples, a.junction)

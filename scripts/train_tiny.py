@@ -396,10 +396,11 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def losses(model, ids, w_ans, w_lm, spans=None):
+def losses(model, ids, w_ans, w_lm, spans=None, junction=0):
     """Mean loss over answer tokens, over the other tokens, and per row whether every answer
     token is the argmax. spans: per row None (computed in full) or the segments' token
-    ranges, for a row computed as hypic's pic mode (W = 0) would (pic_sim.py)."""
+    ranges, for a row computed as hypic's pic mode with junction width `junction` would
+    (pic_sim.py)."""
     import torch
     import torch.nn.functional as F
 
@@ -415,7 +416,7 @@ def losses(model, ids, w_ans, w_lm, spans=None):
                 rows[b] = row
         for b, s in enumerate(spans):
             if s is not None:
-                rows[b] = pic_logits(model, ids[b:b + 1], s)[0]
+                rows[b] = pic_logits(model, ids[b:b + 1], s, junction)[0]
         logits = torch.stack(rows)
     logits = logits[:, :-1]
     target = ids[:, 1:]
@@ -610,7 +611,8 @@ def print_long_plan(args, tokens_per_second=None):
     if args.summary_share is not None:
         print(f"  --summary-share: {args.summary_share:.0%} summary rows throughout")
     if args.pic_share > 0:
-        print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic W=0 would")
+        print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
+              f"W={args.pic_junction} would")
     print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
@@ -671,13 +673,15 @@ def main_long(args):
         return em, kinds, sum(sl_) / len(sl_)
 
     def dev_eval_pic():
-        """Dev QA EM and summary loss with every row computed as pic W = 0 computes it."""
+        """Dev QA EM and summary loss with every row computed as pic computes it."""
         model.eval()
         hits = 0
+        w = args.pic_junction
         with torch.no_grad():
             for d in dev_qa:
-                hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]])[2][0])
-            sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]])[0].item() for d in dev_sum]
+                hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[2][0])
+            sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[0].item()
+                   for d in dev_sum]
         model.train()
         return hits / len(dev_qa), sum(sl_) / len(sl_)
 
@@ -689,7 +693,7 @@ def main_long(args):
         if args.pic_share > 0:
             pem, psum = dev_eval_pic()
             entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4))
-            line += f"; as pic W=0: dev QA EM {pem:.3f}, dev summary loss {psum:.3f}"
+            line += f"; as pic W={args.pic_junction}: dev QA EM {pem:.3f}, dev summary loss {psum:.3f}"
         log.append(entry)
         return line
 
@@ -715,7 +719,7 @@ def main_long(args):
         for g in opt.param_groups:
             g["lr"] = lr_at(progress)
         spans = [ex[3] if pic_rng.random() < args.pic_share else None for ex in examples]
-        ans, lm, correct = losses(model, ids, w_ans, w_lm, spans)
+        ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction)
         loss = ans + args.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -742,6 +746,7 @@ def main_long(args):
                         "plan": LONG_PLAN, "parameters": n_params,
                         "extra_attention_layers": args.extra_attention_layers,
                         "slow_heads": args.slow_heads, "pic_share": args.pic_share,
+                        "pic_junction": args.pic_junction,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
                         "minutes": round((time.time() - start) / 60, 1),
@@ -806,9 +811,12 @@ def main():
     ap.add_argument("--slow-heads", type=int, default=1,
                     help="--task long: value heads per linear layer given a slow decay")
     ap.add_argument("--pic-share", type=float, default=0.0,
-                    help="--task long: share of rows computed as hypic's pic mode (W = 0) "
-                         "computes them (scripts/pic_sim.py): passages each on their own, "
-                         "linear states composed, the suffix over the spliced caches")
+                    help="--task long: share of rows computed as hypic's pic mode computes them "
+                         "(scripts/pic_sim.py): passages each on their own past their junction "
+                         "window, linear states composed, the suffix over the spliced caches")
+    ap.add_argument("--pic-junction", type=int, default=0,
+                    help="--task long: the junction width W of the --pic-share rows (hypic's "
+                         "--junction; 0: every passage token cached)")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
     ap.add_argument("--last-stage-only", action="store_true",
