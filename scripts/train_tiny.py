@@ -693,7 +693,8 @@ def main_long(args):
         if args.pic_share > 0:
             pem, psum = dev_eval_pic()
             entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4))
-            line += f"; as pic W={args.pic_junction}: dev QA EM {pem:.3f}, dev summary loss {psum:.3f}"
+            line += (f"; as pic W={args.pic_junction}: dev QA EM {pem:.3f}, "
+                     f"dev summary loss {psum:.3f}")
         log.append(entry)
         return line
 
@@ -729,7 +730,8 @@ def main_long(args):
         el = time.time() - start
         if step % args.log_every == 0:
             print(f"step {step}: progress {progress:.3f}, {passages[0]}-{passages[1]} passages x "
-                  f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, answer loss {ans.item():.3f}, lm loss "
+                  f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, "
+                  f"answer loss {ans.item():.3f}, lm loss "
                   f"{lm.item():.3f}, {tokens / el:.0f} tok/s, {el / 60:.1f} min", flush=True)
             log.append({"step": step, "answer_loss": round(ans.item(), 4),
                         "lm_loss": round(lm.item(), 4), "passages": list(passages),
