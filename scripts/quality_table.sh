@@ -86,4 +86,23 @@ for d in names:
     counts = {k: sum(1 for p in rows[0][1] if kind.get(p["_id"]) == k) for k in kinds}
     print("\nquestions per kind: " + ", ".join(f"{k} {c}" for k, c in counts.items()))
 PY
+
+# Summary sets: how often a mode's summary opens with the reference's first sentence (the
+# synthetic summaries follow the passages' order, so this asks whether passage 1 was found).
+# shellcheck disable=SC2086  # one argument per dataset
+python3 - "$OUT" ${DATASETS//,/ } <<'PY' | tee -a "$OUT/table.md"
+import json, sys
+out, names = sys.argv[1], sys.argv[2:]
+first = lambda text: text.split(".")[0].strip()
+for d in names:
+    s = json.load(open(f"{out}/{d}/w8/summary.json"))
+    if s["metric"] != "rouge_l":
+        continue
+    cells = []
+    for m in s["modes"]:
+        preds = [json.loads(l) for l in open(m["predictions"])]
+        hits = sum(first(p["pred"]) == first(p["answers"][0]) for p in preds)
+        cells.append(f"{m['mode']} {hits}/{len(preds)}")
+    print(f"\n{d}: summaries that open with the reference's first sentence: " + ", ".join(cells))
+PY
 echo "wrote $OUT/table.md"
