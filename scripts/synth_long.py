@@ -24,6 +24,9 @@ SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "
                 "product"]
 CROSS_KINDS = ["two_hop", "mentor_born", "founder_job", "moved_to"]
 LONG_KINDS = SINGLE_KINDS + CROSS_KINDS
+# Training follow-ups only (never a held-out question): the first step of a chain answer on
+# its own, "Who was the mentor of X?" / "Who founded C?" (the employer step is `employer`).
+SUB_KINDS = ["mentor", "founder"]
 
 
 class LongWorld:
@@ -110,8 +113,16 @@ class LongWorld:
         return "Later years\n" + " ".join(fill)
 
 
-def long_question(e, kind, world):
-    """(question, answer, the passages needed in reading order)."""
+def long_question(e, kind, world, chain=False):
+    """(question, answer, the passages needed in reading order). With `chain`, the answer to
+    a question whose evidence is in two named passages names the bridge entity first and then
+    the fact about it ("Brell Works, based in Dravo"), as the passages word them: the model
+    reads one passage per step of its answer, and exact match needs both steps right.
+    Without it (the committed held-out sets and model), the answer is the fact alone."""
+    if kind == "mentor":
+        return f"Who was the mentor of {e['name']}?", e["mentor"], [e]
+    if kind == "founder":
+        return f"Who founded {e['name']}?", e["founder"], [e]
     if kind in SINGLE_KINDS:
         q = {"born_where": (f"Where was {e['name']} born?", e.get("town")),
              "born_when": (f"In which year was {e['name']} born?", str(e.get("year"))),
@@ -123,22 +134,27 @@ def long_question(e, kind, world):
         return q[0], q[1], [e]
     if kind == "two_hop":
         c = world.by_name[e["company"]]
-        return f"Where is the company that {e['name']} worked at based?", c["town"], [e, c]
+        a = f"{c['name']}, based in {c['town']}" if chain else c["town"]
+        return f"Where is the company that {e['name']} worked at based?", a, [e, c]
     if kind == "mentor_born":
         m = world.by_name[e["mentor"]]
-        return f"Where was the mentor of {e['name']} born?", m["town"], [e, m]
+        a = f"{m['name']}, born in {m['town']}" if chain else m["town"]
+        return f"Where was the mentor of {e['name']} born?", a, [e, m]
     if kind == "founder_job":
         f = world.by_name[e["founder"]]
-        return f"What was the job of the founder of {e['name']}?", f["job"], [e, f]
+        a = f"{f['name']}, a {f['job']}" if chain else f["job"]
+        return f"What was the job of the founder of {e['name']}?", a, [e, f]
     return f"Where did {e['name']} move to?", e["moved_town"], [e, e["note"]]
 
 
-def kinds_for(e):
+def kinds_for(e, sub=False):
+    """The question kinds about `e`; with `sub`, also the SUB_KINDS."""
     if e["kind"] == "company":
-        return ["company_where", "company_when", "product", "founder_job"]
+        return ["company_where", "company_when", "product", "founder_job"] + (
+            ["founder"] if sub else [])
     if e["kind"] == "person":
         return ["born_where", "born_when", "job", "employer", "two_hop", "mentor_born",
-                "moved_to"]
+                "moved_to"] + (["mentor"] if sub else [])
     return []
 
 
@@ -179,7 +195,7 @@ def _arrange(needed, others, rng, far):
     return out
 
 
-def draw_long_prompt(world, rng, passages=(16, 32), kind=None):
+def draw_long_prompt(world, rng, passages=(16, 32), kind=None, chain=False):
     """A question over `passages` passages (fewest, most; person notes count)."""
     if kind is None:
         kind = rng.choices(LONG_KINDS, weights=[1] * len(SINGLE_KINDS) +
@@ -188,7 +204,7 @@ def draw_long_prompt(world, rng, passages=(16, 32), kind=None):
         target = rng.choice(world.companies)
     else:
         target = rng.choice(world.persons)
-    q, a, needed = long_question(target, kind, world)
+    q, a, needed = long_question(target, kind, world, chain)
     entities = _fill(world, rng, needed, rng.randint(*passages))
     order = _arrange(needed, [e for e in entities if e not in needed], rng,
                      far=rng.random() < 0.8)
@@ -239,17 +255,27 @@ def draw_summary_prompt(world, rng, passages=(16, 32)):
     return {"kind": "summary", "question": "", "answer": summary_of(order), "entities": order}
 
 
-def followups(ex, world, rng, most):
-    """Distinct further questions on the prompt's passages (never the first question)."""
+def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False):
+    """Distinct further questions on the prompt's passages (never the first question). With
+    `cross_share`, up to that share of them are of the CROSS_KINDS (as many as the prompt
+    has), the rest one-passage ones; without it, a uniform draw over all of them. With
+    `sub`, the one-passage ones include the SUB_KINDS (the chains' first steps)."""
     names = {e["name"] for e in ex["entities"]}
     pairs = []
     for e in ex["entities"]:
-        for k in kinds_for(e):
-            q, a, needed = long_question(e, k, world)
+        for k in kinds_for(e, sub):
+            q, a, needed = long_question(e, k, world, chain)
             if q != ex["question"] and all(n["name"] in names for n in needed):
-                pairs.append((q, a))
+                pairs.append((q, a, k in CROSS_KINDS))
     rng.shuffle(pairs)
-    return pairs[:most]
+    if cross_share is None:
+        return [(q, a) for q, a, _ in pairs[:most]]
+    cross = [(q, a) for q, a, c in pairs if c]
+    single = [(q, a) for q, a, c in pairs if not c]
+    n_cross = min(len(cross), round(most * cross_share))
+    out = cross[:n_cross] + single[:most - n_cross]
+    rng.shuffle(out)
+    return out
 
 
 def training_world(pools, rng, jobs, products):

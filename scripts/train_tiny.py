@@ -545,15 +545,17 @@ def encode_long(tok, ex, summary=False, more=()):
     return ids, enc(" " + ex["answer"]) + [0], follow, spans
 
 
-def long_training_example(pools, tok, rng, passages, summary, most_followups):
+def long_training_example(pools, tok, rng, passages, summary, most_followups, chain=False,
+                          cross_share=None, sub=False):
     import synth_long as sl
 
     world = sl.training_world(pools, rng, JOBS, PRODUCTS)
     if summary:
         ex = sl.draw_summary_prompt(world, rng, passages)
         return encode_long(tok, ex, summary=True)
-    ex = sl.draw_long_prompt(world, rng, passages)
-    return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups))
+    ex = sl.draw_long_prompt(world, rng, passages, chain=chain)
+    return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, chain,
+                                                  cross_share, sub))
 
 
 def write_long_datasets(pools, tok, args):
@@ -577,8 +579,8 @@ def write_long_datasets(pools, tok, args):
                                      ("synthsum_dev", 606, max(1, args.dev_queries // 4), True)):
         rng = random.Random(args.seed + offset)
         world = sl.LongWorld(pools, rng, 150, 50, JOBS, PRODUCTS)
-        exs = [sl.draw_summary_prompt(world, rng) if summary else sl.draw_long_prompt(world, rng)
-               for _ in range(n)]
+        exs = [sl.draw_summary_prompt(world, rng) if summary else
+               sl.draw_long_prompt(world, rng, chain=args.answers == "chain") for _ in range(n)]
         with open(folder / f"{name}.jsonl", "w") as f:
             for i, q in enumerate(exs):
                 context = "\n".join(f"Passage {k + 1}:\n{e['text']}"
@@ -610,6 +612,10 @@ def print_long_plan(args, tokens_per_second=None):
         print("  --last-stage-only: the last stage throughout")
     if args.summary_share is not None:
         print(f"  --summary-share: {args.summary_share:.0%} summary rows throughout")
+    print(f"  answers: {args.answers}" + ("" if args.cross_followups is None else
+                                          f"; {args.cross_followups:.0%} of the follow-up "
+                                          "questions cross-passage where the prompt has them") +
+          ("; sub-questions among the follow-ups" if args.sub_questions else ""))
     if args.pic_share > 0:
         print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
               f"W={args.pic_junction} would")
@@ -713,7 +719,9 @@ def main_long(args):
         if args.summary_share is not None:
             share = args.summary_share
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
-        examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups)
+        examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
+                                          args.answers == "chain", args.cross_followups,
+                                          args.sub_questions)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
@@ -751,6 +759,8 @@ def main_long(args):
                         "pic_junction": args.pic_junction,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
+                        "answers": args.answers, "cross_followups": args.cross_followups,
+                        "sub_questions": args.sub_questions,
                         "minutes": round((time.time() - start) / 60, 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
                         "continues": earlier})
@@ -824,6 +834,17 @@ def main():
     ap.add_argument("--last-stage-only", action="store_true",
                     help="--task long: train on LONG_PLAN's last stage throughout (fine-tuning "
                          "a long-task model)")
+    ap.add_argument("--answers", choices=["final", "chain"], default="final",
+                    help="--task long: answers to the two-named-passage questions, in training "
+                         "and in the held-out sets written: final is the fact alone (the "
+                         "committed sets and model); chain names the bridge entity, then the "
+                         "fact (\"Brell Works, based in Dravo\")")
+    ap.add_argument("--cross-followups", type=float, default=None,
+                    help="--task long: share of each QA row's follow-up questions drawn from the "
+                         "cross-passage kinds (as many as the prompt has); default: uniform")
+    ap.add_argument("--sub-questions", action="store_true",
+                    help="--task long: follow-ups also ask a chain's first step on its own "
+                         "(\"Who was the mentor of X?\", \"Who founded C?\"; training only)")
     args = ap.parse_args()
     if args.task == "long":
         if args.plan:
