@@ -208,7 +208,7 @@ def draw_long_prompt(world, rng, passages=(16, 32), kind=None, chain=False):
     entities = _fill(world, rng, needed, rng.randint(*passages))
     order = _arrange(needed, [e for e in entities if e not in needed], rng,
                      far=rng.random() < 0.8)
-    return {"kind": kind, "question": q, "answer": a, "entities": order}
+    return {"kind": kind, "question": q, "answer": a, "entities": order, "needed": needed}
 
 
 def _fill(world, rng, needed, n):

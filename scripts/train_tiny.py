@@ -558,9 +558,26 @@ def long_training_example(pools, tok, rng, passages, summary, most_followups, ch
                                                   cross_share, sub))
 
 
+def write_long_jsonl(path, name, exs, summary):
+    """LongBench JSONL lines (plus `kind` and `passages`) of synth_long examples."""
+    with open(path, "w") as f:
+        for i, q in enumerate(exs):
+            context = "\n".join(f"Passage {k + 1}:\n{e['text']}"
+                                for k, e in enumerate(q["entities"]))
+            line = {"input": q["question"], "context": context, "answers": [q["answer"]],
+                    "length": len(context.split()),
+                    "dataset": "synthsum" if summary else "synthqa_long", "language": "en",
+                    "all_classes": None, "_id": f"{name}-{i:04d}", "kind": q["kind"],
+                    "passages": len(q["entities"])}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
 def write_long_datasets(pools, tok, args):
     """Test worlds seed+303 (QA) and seed+505 (summaries), dev worlds seed+404 and seed+606;
-    LongBench JSONL under --data-dir/datasets. Returns the encoded dev sets."""
+    LongBench JSONL under --data-dir/datasets. With --sub-questions, also
+    synthqa_long_sub.jsonl: each mentor_born / founder_job test prompt asking the chain's
+    first step alone ("Who was the mentor of X?", "Who founded C?"). Returns the encoded dev
+    sets."""
     import synth_long as sl
 
     templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
@@ -581,16 +598,17 @@ def write_long_datasets(pools, tok, args):
         world = sl.LongWorld(pools, rng, 150, 50, JOBS, PRODUCTS)
         exs = [sl.draw_summary_prompt(world, rng) if summary else
                sl.draw_long_prompt(world, rng, chain=args.answers == "chain") for _ in range(n)]
-        with open(folder / f"{name}.jsonl", "w") as f:
-            for i, q in enumerate(exs):
-                context = "\n".join(f"Passage {k + 1}:\n{e['text']}"
-                                    for k, e in enumerate(q["entities"]))
-                line = {"input": q["question"], "context": context, "answers": [q["answer"]],
-                        "length": len(context.split()),
-                        "dataset": "synthsum" if summary else "synthqa_long", "language": "en",
-                        "all_classes": None, "_id": f"{name}-{i:04d}", "kind": q["kind"],
-                        "passages": len(q["entities"])}
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        write_long_jsonl(folder / f"{name}.jsonl", name, exs, summary)
+        if name == "synthqa_long" and args.sub_questions:
+            step = {"mentor_born": "mentor", "founder_job": "founder"}
+            sub = []
+            for q in exs:
+                if q["kind"] in step:
+                    question, answer, _ = sl.long_question(q["needed"][0], step[q["kind"]],
+                                                           world)
+                    sub.append(dict(q, question=question, answer=answer,
+                                    kind=step[q["kind"]]))
+            write_long_jsonl(folder / "synthqa_long_sub.jsonl", "synthqa_long_sub", sub, False)
         if name.endswith("_dev"):
             dev[name] = []
             for q in exs:
