@@ -318,8 +318,11 @@ namespace {
 // A warm-up that reaches the file-size limit ends with one line saying so and how much the
 // rest needs (instead of dying by SIGXFSZ); the entries committed before stay and a rerun
 // without the limit computes only the rest. The limit is put on the running process with
-// prlimit once the store holds an entry (`ulimit -f` before the start would also limit the
-// MPI runtime's own files).
+// prlimit once it prints its first progress line (after its first entry, about 0.1 MB into
+// the 2.4 MB store): `ulimit -f` before the start would also limit the MPI runtime's own
+// files. The process is stopped while prlimit runs, so the limit is in place long before
+// the store reaches it however fast the machine is (polling the store's size raced a fast
+// warm-up to its end).
 TEST(StoreSpaceCli, FileSizeLimitEndsAWarmupWithOneLineAndKeepsTheEntries) {
   if (std::system("command -v prlimit > /dev/null") != 0) GTEST_SKIP() << "no prlimit here";
   TempDir tmp("hypic-space-cli");
@@ -337,11 +340,12 @@ TEST(StoreSpaceCli, FileSizeLimitEndsAWarmupWithOneLineAndKeepsTheEntries) {
     }
   }
   const std::string warm = bin + " warmup --model model --corpus corpus.jsonl --store s.h5";
-  const CliRun limited = in_dir(
-      "bash -c '" + warm +
-      " > w.out 2> w.err & pid=$!; "
-      "for i in $(seq 600); do [ $(stat -c %s s.h5 2>/dev/null || echo 0) -gt 400000 ] && break; "
-      "sleep 0.05; done; prlimit --fsize=1100000 --pid $pid; wait $pid; echo $? > w.rc'");
+  const CliRun limited =
+      in_dir("bash -c 'mkfifo w.fifo; " + warm +
+             " > w.out 2> w.fifo & pid=$!; "
+             "{ IFS= read -r first; kill -STOP $pid; prlimit --fsize=1100000 --pid $pid; "
+             "kill -CONT $pid; printf \"%s\\n\" \"$first\"; cat; } < w.fifo > w.err; "
+             "wait $pid; echo $? > w.rc'");
   ASSERT_EQ(limited.code, 0) << limited.err;
   const std::string err = read_bytes(tmp.file("w.err"));
   std::string progress_free;  // the one error line, without the progress lines
