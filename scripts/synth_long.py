@@ -24,9 +24,6 @@ SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "
                 "product"]
 CROSS_KINDS = ["two_hop", "mentor_born", "founder_job", "moved_to"]
 LONG_KINDS = SINGLE_KINDS + CROSS_KINDS
-# Training follow-ups only (never a held-out question): the first step of a chain answer on
-# its own, "Who was the mentor of X?" / "Who founded C?" (the employer step is `employer`).
-SUB_KINDS = ["mentor", "founder"]
 
 
 class LongWorld:
@@ -118,7 +115,9 @@ def long_question(e, kind, world, chain=False):
     a question whose evidence is in two named passages names the bridge entity first and then
     the fact about it ("Brell Works, based in Dravo"), as the passages word them: the model
     reads one passage per step of its answer, and exact match needs both steps right.
-    Without it (the committed held-out sets and model), the answer is the fact alone."""
+    Without it (the committed held-out sets and model), the answer is the fact alone.
+    `mentor` and `founder` ask a chain's first step on its own (training follow-ups and
+    synthqa_long_sub.jsonl only; the employer step is `employer`)."""
     if kind == "mentor":
         return f"Who was the mentor of {e['name']}?", e["mentor"], [e]
     if kind == "founder":
@@ -148,7 +147,8 @@ def long_question(e, kind, world, chain=False):
 
 
 def kinds_for(e, sub=False):
-    """The question kinds about `e`; with `sub`, also the SUB_KINDS."""
+    """The question kinds about `e`; with `sub`, also its chain-first-step kind (`mentor` for
+    a person, `founder` for a company)."""
     if e["kind"] == "company":
         return ["company_where", "company_when", "product", "founder_job"] + (
             ["founder"] if sub else [])
@@ -259,7 +259,7 @@ def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False):
     """Distinct further questions on the prompt's passages (never the first question). With
     `cross_share`, up to that share of them are of the CROSS_KINDS (as many as the prompt
     has), the rest one-passage ones; without it, a uniform draw over all of them. With
-    `sub`, the one-passage ones include the SUB_KINDS (the chains' first steps)."""
+    `sub`, the one-passage ones include the chains' first steps (`kinds_for`)."""
     names = {e["name"] for e in ex["entities"]}
     pairs = []
     for e in ex["entities"]:
