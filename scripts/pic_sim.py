@@ -135,8 +135,12 @@ def check(model_dir, jsonl, runs, junction):
             row = data[r["_id"]]
             texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"])
                      if p.strip()]
-            pieces = ([t["prefix"]] + [t["segment"].format(text=x) for x in texts]
-                      + [t["suffix"].format(input=row.get("input", ""))])
+            pieces = [t["prefix"]]
+            for k, x in enumerate(texts):  # a header is a segment of its own
+                if t.get("header"):
+                    pieces.append(t["header"].format(index=k + 1))
+                pieces.append(t["segment"].format(text=x))
+            pieces.append(t["suffix"].format(input=row.get("input", "")))
             ids, spans = [], []
             for i, p in enumerate(pieces):
                 e = tok.encode(p, add_special_tokens=False).ids

@@ -30,13 +30,17 @@ std::vector<EvalItem> make_items(const std::vector<Example>& examples, const Pro
   std::vector<EvalItem> items;
   const std::vector<int32_t> prefix = tok.encode(tmpl.prefix, false);
   for (const Example& ex : examples) {
-    EvalItem p{ex, {}};
+    EvalItem p{ex, {}, {}};
     p.query.id = ex.id;
     p.query.prefix = prefix;
     int64_t n = static_cast<int64_t>(prefix.size());
     for (size_t i = 0; i < ex.segments.size(); ++i) {
-      p.query.segments.push_back(tok.encode(render_segment(tmpl, i + 1, ex.segments[i]), false));
-      n += static_cast<int64_t>(p.query.segments.back().size());
+      const std::vector<std::string> pieces = render_segment_pieces(tmpl, i + 1, ex.segments[i]);
+      for (size_t j = 0; j < pieces.size(); ++j) {
+        p.query.segments.push_back(tok.encode(pieces[j], false));
+        p.header.push_back(j + 1 < pieces.size());
+        n += static_cast<int64_t>(p.query.segments.back().size());
+      }
     }
     p.query.question = tok.encode(render_suffix(tmpl, ex.question), false);
     p.query.max_new_tokens = max_new_tokens;
@@ -162,12 +166,14 @@ json ModeScorer::add(const EvalItem& item, const pic::QueryResult& r, const std:
       line["first_token_kl"] = kls_.back();
     }
   }
-  if (!r.state_shares.empty()) {
-    std::map<int, std::pair<double, int>> per_layer;
-    for (const pic::StateShare& sh : r.state_shares) {
-      per_layer[sh.layer].first += sh.ratio;
-      ++per_layer[sh.layer].second;
-    }
+  std::map<int, std::pair<double, int>> per_layer;
+  for (const pic::StateShare& sh : r.state_shares) {
+    const auto k = static_cast<size_t>(sh.segment);
+    if (k < item.header.size() && item.header[k]) continue;
+    per_layer[sh.layer].first += sh.ratio;
+    ++per_layer[sh.layer].second;
+  }
+  if (!per_layer.empty()) {
     json sj = json::object();
     for (const auto& [layer, sc] : per_layer) {
       const double m = sc.first / sc.second;

@@ -19,12 +19,15 @@ namespace hypic::eval {
 struct EvalItem {
   Example example;
   pic::Query query;
+  // Per query segment: true for a template header (not a passage). Their boundaries are left
+  // out of the state contribution: a header's few tokens are nearly all in the junction window.
+  std::vector<bool> header;
 };
 
 // The examples rendered with `tmpl` and tokenized: the template's prefix, one segment per
-// context piece, the question suffix, `max_new_tokens` to answer. An example without context
-// pieces, or whose prompt and answer exceed `context` tokens, is left out and named in
-// `skipped` ("ID (why)").
+// context piece (preceded by its header segment when the template has one), the question suffix,
+// `max_new_tokens` to answer. An example without context pieces, or whose prompt and answer exceed
+// `context` tokens, is left out and named in `skipped` ("ID (why)").
 std::vector<EvalItem> make_items(const std::vector<Example>& examples, const PromptTemplate& tmpl,
                                  const model::Tokenizer& tok, int64_t context, int max_new_tokens,
                                  std::vector<std::string>& skipped);

@@ -48,6 +48,7 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
     t.dataset = name;
     try {
       t.prefix = v.at("prefix").get<std::string>();
+      t.header = v.value("header", std::string());
       t.segment = v.at("segment").get<std::string>();
       t.suffix = v.at("suffix").get<std::string>();
       t.max_answer_tokens = v.at("max_answer_tokens").get<int>();
@@ -62,6 +63,10 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
     }
     HYPIC_REQUIRE(t.segment.find("{text}") != std::string::npos,
                   where + ": 'segment' must contain {text}");
+    HYPIC_REQUIRE(t.header.find("{text}") == std::string::npos,
+                  where +
+                      ": 'header' must not contain {text} (it is the same for every passage "
+                      "at a position)");
     HYPIC_REQUIRE(t.max_answer_tokens > 0, where + ": 'max_answer_tokens' must be positive");
     HYPIC_REQUIRE(t.metric == "qa_f1" || t.metric == "exact_match" || t.metric == "rouge_l",
                   where + ": unknown metric '" + t.metric + "' (qa_f1, exact_match or rouge_l)");
@@ -111,6 +116,18 @@ std::string render_segment(const PromptTemplate& t, size_t index, std::string_vi
   return s;
 }
 
+std::vector<std::string> render_segment_pieces(const PromptTemplate& t, size_t index,
+                                               std::string_view text) {
+  std::vector<std::string> out;
+  if (!t.header.empty()) {
+    std::string h = t.header;
+    substitute(h, "index", std::to_string(index));
+    out.push_back(std::move(h));
+  }
+  out.push_back(render_segment(t, index, text));
+  return out;
+}
+
 std::string render_suffix(const PromptTemplate& t, std::string_view question) {
   std::string s = t.suffix;
   substitute(s, "input", question);
@@ -119,7 +136,8 @@ std::string render_suffix(const PromptTemplate& t, std::string_view question) {
 
 std::string render_prompt(const PromptTemplate& t, const Example& ex) {
   std::string out = t.prefix;
-  for (size_t i = 0; i < ex.segments.size(); ++i) out += render_segment(t, i + 1, ex.segments[i]);
+  for (size_t i = 0; i < ex.segments.size(); ++i)
+    for (const std::string& piece : render_segment_pieces(t, i + 1, ex.segments[i])) out += piece;
   out += render_suffix(t, ex.question);
   return out;
 }

@@ -1,8 +1,11 @@
 #pragma once
 // Prompt templates per dataset, loaded from one data file (inputs/datasets/templates.json).
 // A prompt is  prefix + segment(1) + segment(2) + ... + suffix(question), so each segment
-// can be tokenized and cached on its own. For the LongBench sets the pieces reproduce
-// LongBench's own prompt (config/dataset2prompt.json) around the split context.
+// can be tokenized and cached on its own. A template with a `header` puts header(i) before
+// segment(i) as a segment of its own: the position-dependent text ("Passage 3:\n") stays
+// out of the passage, so the same passage is one store entry at any position. For the LongBench
+// sets the pieces reproduce LongBench's own prompt (config/dataset2prompt.json) around the split
+// context.
 #include <map>
 #include <string>
 #include <string_view>
@@ -17,6 +20,7 @@ constexpr const char* kDefaultTemplatesPath = "inputs/datasets/templates.json";
 struct PromptTemplate {
   std::string dataset;
   std::string prefix;   // before the first segment
+  std::string header;   // optional; before each segment, as its own segment; placeholder {index}
   std::string segment;  // per segment; placeholders {index} (1-based) and {text}
   std::string suffix;   // after the last segment; placeholder {input} (the question)
   int max_answer_tokens = 32;
@@ -42,6 +46,10 @@ class TemplateSet {
 };
 
 std::string render_segment(const PromptTemplate& t, size_t index, std::string_view text);
+// The pieces the engine sees for segment `index` (1-based): its header when the template has
+// one, then the rendered segment.
+std::vector<std::string> render_segment_pieces(const PromptTemplate& t, size_t index,
+                                               std::string_view text);
 std::string render_suffix(const PromptTemplate& t, std::string_view question);
 // The whole prompt of an example, as one string.
 std::string render_prompt(const PromptTemplate& t, const Example& ex);

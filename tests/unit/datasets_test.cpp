@@ -191,7 +191,15 @@ TEST(Templates, LoadsOneFileForEveryDataset) {
     EXPECT_NE(std::string(e.what()).find("known: 2wikimqa"), std::string::npos) << e.what();
   }
   const auto& t = templates().get("hotpotqa");
-  EXPECT_EQ(ev::render_segment(t, 7, "T\nbody {index}"), "Passage 7:\nT\nbody {index}\n");
+  // LongBench's "Passage 7:\n" is the header, a segment of its own; the passage renders the
+  // same at any position, so it is one store entry wherever it appears.
+  EXPECT_EQ(ev::render_segment(t, 7, "T\nbody {index}"), "T\nbody {index}\n");
+  EXPECT_EQ(ev::render_segment_pieces(t, 7, "T\nbody {index}"),
+            (std::vector<std::string>{"Passage 7:\n", "T\nbody {index}\n"}));
+  EXPECT_EQ(ev::render_segment_pieces(t, 2, "T")[1], ev::render_segment_pieces(t, 9, "T")[1]);
+  for (const char* ds : {"hotpotqa", "2wikimqa", "musique", "multi_news"})
+    EXPECT_EQ(templates().get(ds).header, "Passage {index}:\n") << ds;
+  EXPECT_EQ(templates().get("synthqa_long").header, "");
   const std::string suffix = ev::render_suffix(t, "Q?");
   const std::string tail = "\n\nQuestion: Q?\nAnswer:";
   ASSERT_GE(suffix.size(), tail.size());
@@ -217,6 +225,21 @@ TEST(Templates, RefusesBrokenTemplateFiles) {
   ex.segments = {"a", "b"};
   ex.question = "q";
   EXPECT_EQ(ev::render_prompt(ok.get("x"), ex), "P[a][b]q?");
+  EXPECT_EQ(ev::render_segment_pieces(ok.get("x"), 1, "a"), std::vector<std::string>{"[a]"});
+  const auto headed = ev::TemplateSet::parse(R"({"x": {"prefix": "P", "header": "<{index}>",
+      "segment": "[{text}]", "suffix": "{input}?", "max_answer_tokens": 5, "split": "whole",
+      "metric": "exact_match"}})",
+                                             "t.json");
+  EXPECT_EQ(ev::render_prompt(headed.get("x"), ex), "P<1>[a]<2>[b]q?");
+  try {
+    ev::TemplateSet::parse(R"({"x": {"prefix": "", "header": "{text}:", "segment": "{text}",
+        "suffix": "", "max_answer_tokens": 5, "split": "whole", "metric": "qa_f1"}})",
+                           "t.json");
+    FAIL() << "a header with {text} was accepted";
+  } catch (const hypic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'header' must not contain {text}"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(ev::TemplateSet::load(kData + "missing-templates.json"), hypic::Error);
 }
 

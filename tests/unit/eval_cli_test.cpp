@@ -171,6 +171,56 @@ TEST_F(EvalCli, SummaryDatasetUsesRougeL) {
   EXPECT_FALSE(s["modes"][0].contains("em"));
 }
 
+// LongBench's "Passage N:" as the template's header, a segment of its own: three passages in
+// three orders are 3 headers + 3 passages in the store, not 9 position-bound entries as with
+// the header inside the segment, and the prompt is the same text either way.
+TEST_F(EvalCli, HeaderKeepsAPassageOneStoreEntryAtAnyPosition) {
+  const fs::path data = dir_ / "rotated.jsonl";
+  {
+    const char* p[3] = {"Avik\\nAvik is a port.", "Brask\\nBrask is a city.",
+                        "Coll\\nColl is an isle."};
+    std::ofstream f(data);
+    for (int q = 0; q < 3; ++q)
+      f << R"({"input": "Which?", "context": "Passage 1:\n)" << p[q % 3] << R"(\nPassage 2:\n)"
+        << p[(q + 1) % 3] << R"(\nPassage 3:\n)" << p[(q + 2) % 3]
+        << R"(", "answers": ["Avik"], "_id": "r)" << q << "\"}\n";
+  }
+  // The committed hotpotqa template with its header put back inside the segment.
+  json t =
+      json::parse(slurp(HYPIC_TEST_DATA_DIR "/../../inputs/datasets/templates.json"))["hotpotqa"];
+  ASSERT_EQ(t["header"], "Passage {index}:\n");
+  t["segment"] = t["header"].get<std::string>() + t["segment"].get<std::string>();
+  t.erase("header");
+  const fs::path inline_tmpl = dir_ / "inline-templates.json";
+  std::ofstream(inline_tmpl) << json{{"hotpotqa", t}}.dump();
+  const auto eval = [&](const std::string& name, const std::string& tmpl) {
+    const fs::path out = dir_ / name;
+    std::string args = base_args("hotpotqa", data.string()) + " --modes pic --out " + out.string();
+    if (!tmpl.empty())
+      args = "eval --byte-tokenizer --model " + (dir_ / "model").string() +
+             " --dataset hotpotqa --input " + data.string() + " --templates " + tmpl +
+             " --modes pic --out " + out.string();
+    const CliRun r = hypic(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json::parse(slurp(out / "summary.json"));
+  };
+  const json headed = eval("headed", "");
+  const json inlined = eval("inlined", inline_tmpl.string());
+  EXPECT_EQ(headed["warmup"]["segments"], 18);
+  EXPECT_EQ(headed["warmup"]["computed"], 6);
+  EXPECT_EQ(inlined["warmup"]["segments"], 9);
+  EXPECT_EQ(inlined["warmup"]["computed"], 9);
+  const auto tokens = [&](const std::string& name) {
+    std::vector<int> n;
+    std::ifstream in(dir_ / name / "pic" / "hotpotqa.jsonl");
+    for (std::string line; std::getline(in, line);)
+      n.push_back(json::parse(line)["prompt_tokens"].get<int>());
+    return n;
+  };
+  EXPECT_EQ(tokens("headed").size(), 3u);
+  EXPECT_EQ(tokens("headed"), tokens("inlined"));  // byte tokenizer: the same prompt text
+}
+
 TEST_F(EvalCli, BadInputsFailWithOneLine) {
   expect_one_line_error(
       hypic(base_args("nosuchset", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") + " --out " +

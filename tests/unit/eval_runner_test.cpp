@@ -59,9 +59,34 @@ TEST(EvalRunner, ItemsAreTheRenderedPromptsAndTooLongOnesAreNamed) {
   EXPECT_EQ(skipped[1], "c (prompt and answer exceed the model's context)");
 }
 
+// A template with a header gives each passage two segments, header then passage, and the
+// passage's tokens are the same at any position (one store entry).
+TEST(EvalRunner, HeaderIsASegmentOfItsOwnAndThePassageIsTheSameAtAnyPosition) {
+  const auto tok = hypic::model::Tokenizer::byte_level();
+  PromptTemplate t = qa_template();
+  t.header = "<{index}>";
+  t.segment = "{text};";
+  std::vector<std::string> skipped;
+  const std::vector<EvalItem> items =
+      hypic::eval::make_items({example("a", {"xy", "z"}, {"x"}), example("b", {"z", "xy"}, {"x"})},
+                              t, tok, 100, 4, skipped);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_TRUE(skipped.empty());
+  const auto& a = items[0].query.segments;
+  const auto& b = items[1].query.segments;
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(a[0], tok.encode("<1>", false));
+  EXPECT_EQ(a[1], tok.encode("xy;", false));
+  EXPECT_EQ(a[2], tok.encode("<2>", false));
+  EXPECT_EQ(a[1], b[3]);  // "xy" at position 1 and at position 2
+  EXPECT_EQ(a[3], b[1]);
+  EXPECT_EQ(a[0], b[0]);
+}
+
 TEST(EvalRunner, ScorerWritesPredLinesAndTheTableComparesModes) {
   const PromptTemplate t = qa_template();
-  EvalItem item{example("a", {"s"}, {"Paris"}), {}};
+  EvalItem item{example("a", {"s"}, {"Paris"}), {}, {}};
   QueryResult hit;
   hit.hits_memory = 1;
   hit.hits_store = 2;
@@ -136,12 +161,12 @@ TEST(EvalRunner, ReferenceGivesPairedDeltasKlAndTheStateColumn) {
   r.times.ttft = 0.002;
   r.first_logits = {0.0f, 0.0f};
   r.state_shares = {{0, 0, 0.0}, {1, 0, 0.5}, {0, 2, 0.25}, {1, 2, 0.25}};
-  const auto la = pic.add({example("a", {"s"}, {"Paris"}), {}}, r, "Rome");  // 1 -> 0
+  const auto la = pic.add({example("a", {"s"}, {"Paris"}), {}, {}}, r, "Rome");  // 1 -> 0
   EXPECT_DOUBLE_EQ(la["delta_vs_full"].get<double>(), -1.0);
   EXPECT_DOUBLE_EQ(la["first_token_kl"].get<double>(), 0.0);  // the same logits
   EXPECT_DOUBLE_EQ(la["state_contribution"]["0"].get<double>(), 0.25);
   r.state_shares = {{0, 0, 0.75}, {0, 2, 0.25}};
-  const auto lb = pic.add({example("b", {"s"}, {"Paris"}), {}}, r, "Rome");  // 0 -> 0
+  const auto lb = pic.add({example("b", {"s"}, {"Paris"}), {}, {}}, r, "Rome");  // 0 -> 0
   EXPECT_DOUBLE_EQ(lb["delta_vs_full"].get<double>(), 0.0);
   // KL(softmax(1,0) ‖ softmax(0,0)) = log 2 − H(p).
   const double p = 1 / (1 + std::exp(-1.0));
@@ -150,6 +175,17 @@ TEST(EvalRunner, ReferenceGivesPairedDeltasKlAndTheStateColumn) {
   const auto share = pic.state_contribution();
   EXPECT_DOUBLE_EQ(share.at(0), 0.5);  // mean over examples of (0 + 0.5) / 2 and 0.75
   EXPECT_DOUBLE_EQ(share.at(2), 0.25);
+
+  // A template header's boundary (segment 0 here) is not a passage boundary: left out.
+  ModeScorer headed(Mode::Pic, t, &ref);
+  r.state_shares = {{0, 0, 0.9}, {1, 0, 0.5}, {0, 2, 0.9}, {1, 2, 0.25}};
+  const auto lh = headed.add({example("a", {"s"}, {"Paris"}), {}, {true, false}}, r, "Rome");
+  EXPECT_DOUBLE_EQ(lh["state_contribution"]["0"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(lh["state_contribution"]["2"].get<double>(), 0.25);
+  r.state_shares = {{0, 0, 0.9}};  // only a header: no figure for this example
+  EXPECT_FALSE(headed.add({example("b", {"s"}, {"Paris"}), {}, {true, false}}, r, "Rome")
+                   .contains("state_contribution"));
+  EXPECT_DOUBLE_EQ(headed.state_contribution().at(0), 0.5);
 
   const auto cmp = hypic::eval::compare_modes({pic}, {"p.jsonl"}, t.metric);
   // No full mode here: Δ is the mean paired difference to the reference.
