@@ -5,7 +5,8 @@ computes it, with any junction width W, differentiable, for training (train_tiny
 A prompt is a prefix, segments (passages) and a suffix (the question or summary request,
 then the answer tokens). pic caches every segment computed on its own, then at query time
 (../shared/design/MATH.md §3-5):
-- the prefix, the first W tokens of every segment (its junction window) and the suffix are
+- the prefix, the first W tokens of every segment (its junction window, at most all but
+  its last token) and the suffix are
   *fresh*: they run through every layer over everything before them;
 - the other tokens of a segment are *cached*: at every layer their rows are those of the
   segment computed alone. A full-attention layer splices their keys and values (at their
@@ -78,7 +79,9 @@ def pic_logits(model, ids, spans, junction=0):
     # Cached positions: (row in the isolated batch, column, position in the prompt).
     rows, cols, at = [], [], []
     for i, (s, e) in enumerate(spans):
-        for t in range(min(s + junction, e), e):
+        # hypic's window is min(W, n - 1) (src/pic/junction.cpp): a segment keeps at least
+        # one cached token, even a header shorter than the window.
+        for t in range(s + max(0, min(junction, e - s - 1)), e):
             rows.append(i)
             cols.append(t - s)
             at.append(t)
@@ -115,7 +118,7 @@ def pic_logits(model, ids, spans, junction=0):
     return model.lm_head(base.norm(h))
 
 
-def check(model_dir, jsonl, runs, junction):
+def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None):
     """First-token KL(full || pic) of this pass against hypic eval's per-example figure."""
     import json
     import re
@@ -124,11 +127,12 @@ def check(model_dir, jsonl, runs, junction):
 
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
-    templates = json.load(open("inputs/datasets/templates.json"))
+    templates = json.load(open(templates_file or "inputs/datasets/templates.json"))
     rows = [json.loads(line) for line in open(jsonl)]
     name = rows[0]["_id"].rsplit("-", 1)[0]
     t = templates[name]
-    data = {d["_id"]: d for d in map(json.loads, open(f"inputs/datasets/{name}.jsonl"))}
+    data = {d["_id"]: d for d in map(json.loads,
+                                     open(data_file or f"inputs/datasets/{name}.jsonl"))}
     worst = 0.0
     with torch.no_grad():
         for r in rows[:runs]:
@@ -171,5 +175,9 @@ if __name__ == "__main__":
                     help="a pic mode's per-example file from hypic eval (RUN/pic/NAME.jsonl)")
     ap.add_argument("--junction", type=int, required=True, help="the --junction of that run")
     ap.add_argument("--examples", type=int, default=3)
+    ap.add_argument("--input", help="the dataset file that run read (its --input; default "
+                    "inputs/datasets/NAME.jsonl)")
+    ap.add_argument("--templates", help="that run's --templates (default "
+                    "inputs/datasets/templates.json)")
     a = ap.parse_args()
-    check(a.model, a.eval_jsonl, a.examples, a.junction)
+    check(a.model, a.eval_jsonl, a.examples, a.junction, a.input, a.templates)
