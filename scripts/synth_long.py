@@ -19,6 +19,8 @@ import random
 
 SUM_PREFIX = "Read the passages, then summarize them.\n\n"
 SUM_SUFFIX = "\nSummary:"
+# With train_tiny.py --summary-headers: before each passage, as a segment of its own.
+SUM_HEADER = "Passage {index}:\n"
 
 SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "company_when",
                 "product"]

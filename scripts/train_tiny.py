@@ -521,21 +521,34 @@ def long_stage(progress):
     return LONG_PLAN[-1][1:]
 
 
-def long_pieces(ex, summary=False):
-    segs = [SEGMENT.format(text=e["text"]) for e in ex["entities"]]
+def sum_header(args):
+    """The summary prompts' per-passage header ('' without --summary-headers)."""
+    import synth_long as sl
+
+    return sl.SUM_HEADER if args.summary_headers else ""
+
+
+def long_pieces(ex, summary=False, header=""):
+    """The prompt's pieces as hypic renders them: prefix, per passage its header (when the
+    template has one: its own segment) and the passage, then the suffix."""
+    segs = []
+    for k, e in enumerate(ex["entities"]):
+        if header:
+            segs.append(header.format(index=k + 1))
+        segs.append(SEGMENT.format(text=e["text"]))
     if summary:
         from synth_long import SUM_PREFIX, SUM_SUFFIX
         return [SUM_PREFIX] + segs + [SUM_SUFFIX]
     return [PREFIX] + segs + [SUFFIX.format(input=ex["question"])]
 
 
-def encode_long(tok, ex, summary=False, more=()):
+def encode_long(tok, ex, summary=False, more=(), header=""):
     """(prompt ids, answer ids, follow-ups, spans): spans are the passages' token ranges in
     the prompt (between the prefix and the suffix), for rows trained as pic computes them."""
     def enc(text):
         return tok.encode(text, add_special_tokens=False).ids
 
-    pieces = [enc(p) for p in long_pieces(ex, summary)]
+    pieces = [enc(p) for p in long_pieces(ex, summary, header)]
     ids, spans = [], []
     for i, p in enumerate(pieces):
         if 0 < i < len(pieces) - 1:
@@ -546,13 +559,13 @@ def encode_long(tok, ex, summary=False, more=()):
 
 
 def long_training_example(pools, tok, rng, passages, summary, most_followups, chain=False,
-                          cross_share=None, sub=False):
+                          cross_share=None, sub=False, header=""):
     import synth_long as sl
 
     world = sl.training_world(pools, rng, JOBS, PRODUCTS)
     if summary:
         ex = sl.draw_summary_prompt(world, rng, passages)
-        return encode_long(tok, ex, summary=True)
+        return encode_long(tok, ex, summary=True, header=header)
     ex = sl.draw_long_prompt(world, rng, passages, chain=chain)
     return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, chain,
                                                   cross_share, sub))
@@ -581,12 +594,14 @@ def write_long_datasets(pools, tok, args):
     import synth_long as sl
 
     templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
-    for name, want in (("synthqa_long", (PREFIX, SEGMENT, SUFFIX)),
-                       ("synthsum", (sl.SUM_PREFIX, SEGMENT, sl.SUM_SUFFIX))):
+    for name, want in (("synthqa_long", (PREFIX, "", SEGMENT, SUFFIX)),
+                       ("synthsum", (sl.SUM_PREFIX, sum_header(args), SEGMENT, sl.SUM_SUFFIX))):
         t = templates.get(name)
-        if not t or (t["prefix"], t["segment"], t["suffix"]) != want:
+        if not t or (t["prefix"], t.get("header", ""), t["segment"], t["suffix"]) != want:
             raise SystemExit(f"inputs/datasets/templates.json's {name} entry does not match "
-                             "the prompt pieces in scripts/train_tiny.py / synth_long.py")
+                             "the prompt pieces in scripts/train_tiny.py / synth_long.py"
+                             + (" (--summary-headers wants synthsum's 'header' to be "
+                                f"{sl.SUM_HEADER!r})" if name == "synthsum" else ""))
     folder = pathlib.Path(args.data_dir) / "datasets"
     folder.mkdir(parents=True, exist_ok=True)
     dev = {}
@@ -612,7 +627,8 @@ def write_long_datasets(pools, tok, args):
         if name.endswith("_dev"):
             dev[name] = []
             for q in exs:
-                p, a, more, spans = encode_long(tok, q, summary)
+                p, a, more, spans = encode_long(tok, q, summary,
+                                                header=sum_header(args) if summary else "")
                 dev[name].append((p, a, more, q["kind"], spans))
     return dev["synthqa_long_dev"], dev["synthsum_dev"]
 
@@ -634,6 +650,8 @@ def print_long_plan(args, tokens_per_second=None):
                                           f"; {args.cross_followups:.0%} of the follow-up "
                                           "questions cross-passage where the prompt has them") +
           ("; sub-questions among the follow-ups" if args.sub_questions else ""))
+    if args.summary_headers:
+        print("  --summary-headers: summary prompts put 'Passage N:' before each passage")
     if args.pic_share > 0:
         print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
               f"W={args.pic_junction} would")
@@ -739,7 +757,7 @@ def main_long(args):
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
                                           args.answers == "chain", args.cross_followups,
-                                          args.sub_questions)
+                                          args.sub_questions, sum_header(args))
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
@@ -779,6 +797,7 @@ def main_long(args):
                         "last_stage_only": args.last_stage_only,
                         "answers": args.answers, "cross_followups": args.cross_followups,
                         "sub_questions": args.sub_questions,
+                        "summary_headers": args.summary_headers,
                         "minutes": round((time.time() - start) / 60, 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
                         "continues": earlier})
@@ -860,6 +879,11 @@ def main():
     ap.add_argument("--cross-followups", type=float, default=None,
                     help="--task long: share of each QA row's follow-up questions drawn from the "
                          "cross-passage kinds (as many as the prompt has); default: uniform")
+    ap.add_argument("--summary-headers", action="store_true",
+                    help="--task long: summary prompts put a header 'Passage N:' before each "
+                         "passage, as its own segment (templates.json's synthsum 'header'), so "
+                         "the passage order a summary follows is in the text while each "
+                         "passage stays position-independent")
     ap.add_argument("--sub-questions", action="store_true",
                     help="--task long: follow-ups also ask a chain's first step on its own "
                          "(\"Who was the mentor of X?\", \"Who founded C?\"; training only)")
