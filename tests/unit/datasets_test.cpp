@@ -13,6 +13,7 @@
 #include "eval/datasets.hpp"
 #include "eval/templates.hpp"
 #include "hypic/error.hpp"
+#include "model/tokenizer.hpp"
 
 namespace {
 
@@ -247,6 +248,31 @@ TEST(Templates, RefusesBrokenTemplateFiles) {
 // file and `hypic serve` on the corpus + query files build the same pieces, a passage renders
 // the same wherever it appears (no {index}), and every question has its gold answer in one
 // of its passages (two_hop: the town of the company in another passage).
+// Splitting the header off changes no token with a Qwen-style pre-tokenizer: "Passage 3:\n"
+// ends in a piece of its own (":\n"), so header and passage tokenized apart give the tokens of
+// the header-inside segment the templates had before.
+TEST(Templates, HeaderApartTokenizesAsTheHeaderInsideTheSegment) {
+  const auto tok = hypic::model::Tokenizer::from_file(std::string(HYPIC_TEST_DATA_DIR) +
+                                                      "/tokenizer/tokenizer.json");
+  int checked = 0;
+  for (const std::string ds : {"hotpotqa", "2wikimqa", "musique", "multi_news"}) {
+    const auto& t = templates().get(ds);
+    for (const ev::Example& ex : read(ds)) {
+      for (size_t i = 0; i < ex.segments.size(); ++i) {
+        const auto pieces = ev::render_segment_pieces(t, i + 1, ex.segments[i]);
+        ASSERT_EQ(pieces.size(), 2u) << ds;
+        std::vector<int32_t> apart = tok.encode(pieces[0], false);
+        const std::vector<int32_t> body = tok.encode(pieces[1], false);
+        apart.insert(apart.end(), body.begin(), body.end());
+        EXPECT_EQ(apart, tok.encode(pieces[0] + pieces[1], false))
+            << ds << " " << ex.id << " " << i;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 TEST(Datasets, SynthqaEvalAndServeFilesBuildTheSamePrompts) {
   const std::string dir = std::string(HYPIC_TEST_DATA_DIR) + "/../../inputs/";
   const auto& t = templates().get("synthqa");
