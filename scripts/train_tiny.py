@@ -594,8 +594,9 @@ def write_long_datasets(pools, tok, args):
     import synth_long as sl
 
     templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
+    header = sum_header(args)
     for name, want in (("synthqa_long", (PREFIX, "", SEGMENT, SUFFIX)),
-                       ("synthsum", (sl.SUM_PREFIX, sum_header(args), SEGMENT, sl.SUM_SUFFIX))):
+                       ("synthsum", (sl.SUM_PREFIX, header, SEGMENT, sl.SUM_SUFFIX))):
         t = templates.get(name)
         if not t or (t["prefix"], t.get("header", ""), t["segment"], t["suffix"]) != want:
             raise SystemExit(f"inputs/datasets/templates.json's {name} entry does not match "
@@ -628,7 +629,7 @@ def write_long_datasets(pools, tok, args):
             dev[name] = []
             for q in exs:
                 p, a, more, spans = encode_long(tok, q, summary,
-                                                header=sum_header(args) if summary else "")
+                                                header=header if summary else "")
                 dev[name].append((p, a, more, q["kind"], spans))
     return dev["synthqa_long_dev"], dev["synthsum_dev"]
 
@@ -744,6 +745,7 @@ def main_long(args):
     # Which rows are computed as pic would: its own stream, so --pic-share 0 leaves the
     # examples of a run exactly as before.
     pic_rng = random.Random((args.seed + 1 if args.train_seed is None else args.train_seed) + 99)
+    header = sum_header(args)
     log, tokens, step, start = [], 0, 0, time.time()
     print(f"start: {report(0, 0.0)}", flush=True)
     start = time.time()  # the budget counts training (and the evaluations during it) only
@@ -757,7 +759,7 @@ def main_long(args):
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
                                           args.answers == "chain", args.cross_followups,
-                                          args.sub_questions, sum_header(args))
+                                          args.sub_questions, header)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)

@@ -30,15 +30,13 @@ std::vector<EvalItem> make_items(const std::vector<Example>& examples, const Pro
   std::vector<EvalItem> items;
   const std::vector<int32_t> prefix = tok.encode(tmpl.prefix, false);
   for (const Example& ex : examples) {
-    EvalItem p{ex, {}, {}};
+    EvalItem p{ex, {}};
     p.query.id = ex.id;
     p.query.prefix = prefix;
     int64_t n = static_cast<int64_t>(prefix.size());
     for (size_t i = 0; i < ex.segments.size(); ++i) {
-      const std::vector<std::string> pieces = render_segment_pieces(tmpl, i + 1, ex.segments[i]);
-      for (size_t j = 0; j < pieces.size(); ++j) {
-        p.query.segments.push_back(tok.encode(pieces[j], false));
-        p.header.push_back(j + 1 < pieces.size());
+      for (const std::string& piece : render_segment_pieces(tmpl, i + 1, ex.segments[i])) {
+        p.query.segments.push_back(tok.encode(piece, false));
         n += static_cast<int64_t>(p.query.segments.back().size());
       }
     }
@@ -126,7 +124,8 @@ ModeScorer::ModeScorer(pic::Mode mode, const PromptTemplate& tmpl, const FullRef
       metric_(tmpl.metric),
       first_line_(tmpl.answer_first_line),
       qa_(is_qa_metric(tmpl.metric)),
-      ref_(reference) {}
+      ref_(reference),
+      layout_(tmpl) {}
 
 json ModeScorer::add(const EvalItem& item, const pic::QueryResult& r, const std::string& text) {
   const std::string scored = first_line_ ? first_line(text) : text;
@@ -168,8 +167,7 @@ json ModeScorer::add(const EvalItem& item, const pic::QueryResult& r, const std:
   }
   std::map<int, std::pair<double, int>> per_layer;
   for (const pic::StateShare& sh : r.state_shares) {
-    const auto k = static_cast<size_t>(sh.segment);
-    if (k < item.header.size() && item.header[k]) continue;
+    if (is_header_segment(layout_, static_cast<size_t>(sh.segment))) continue;
     per_layer[sh.layer].first += sh.ratio;
     ++per_layer[sh.layer].second;
   }

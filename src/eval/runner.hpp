@@ -19,9 +19,6 @@ namespace hypic::eval {
 struct EvalItem {
   Example example;
   pic::Query query;
-  // Per query segment: true for a template header (not a passage). Their boundaries are left
-  // out of the state contribution: a header's few tokens are nearly all in the junction window.
-  std::vector<bool> header;
 };
 
 // The examples rendered with `tmpl` and tokenized: the template's prefix, one segment per
@@ -78,6 +75,9 @@ class ModeScorer {
   bool first_line_;
   bool qa_;
   const FullReference* ref_;
+  // Header boundaries are left out of the state contribution: a header's few tokens are
+  // nearly all in the junction window (is_header_segment).
+  PromptTemplate layout_;
   std::vector<double> scores_, ems_, f1s_, ttft_ms_, deltas_, kls_;
   std::map<int, double> share_sum_;  // layer -> sum over examples of the example's mean
   int64_t state_examples_ = 0;

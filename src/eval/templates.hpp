@@ -50,6 +50,10 @@ std::string render_segment(const PromptTemplate& t, size_t index, std::string_vi
 // one, then the rendered segment.
 std::vector<std::string> render_segment_pieces(const PromptTemplate& t, size_t index,
                                                std::string_view text);
+// Whether the engine's segment `k` (0-based, in the order the pieces above come) is a header.
+inline bool is_header_segment(const PromptTemplate& t, size_t k) {
+  return !t.header.empty() && k % 2 == 0;
+}
 std::string render_suffix(const PromptTemplate& t, std::string_view question);
 // The whole prompt of an example, as one string.
 std::string render_prompt(const PromptTemplate& t, const Example& ex);

@@ -86,7 +86,7 @@ TEST(EvalRunner, HeaderIsASegmentOfItsOwnAndThePassageIsTheSameAtAnyPosition) {
 
 TEST(EvalRunner, ScorerWritesPredLinesAndTheTableComparesModes) {
   const PromptTemplate t = qa_template();
-  EvalItem item{example("a", {"s"}, {"Paris"}), {}, {}};
+  EvalItem item{example("a", {"s"}, {"Paris"}), {}};
   QueryResult hit;
   hit.hits_memory = 1;
   hit.hits_store = 2;
@@ -161,12 +161,12 @@ TEST(EvalRunner, ReferenceGivesPairedDeltasKlAndTheStateColumn) {
   r.times.ttft = 0.002;
   r.first_logits = {0.0f, 0.0f};
   r.state_shares = {{0, 0, 0.0}, {1, 0, 0.5}, {0, 2, 0.25}, {1, 2, 0.25}};
-  const auto la = pic.add({example("a", {"s"}, {"Paris"}), {}, {}}, r, "Rome");  // 1 -> 0
+  const auto la = pic.add({example("a", {"s"}, {"Paris"}), {}}, r, "Rome");  // 1 -> 0
   EXPECT_DOUBLE_EQ(la["delta_vs_full"].get<double>(), -1.0);
   EXPECT_DOUBLE_EQ(la["first_token_kl"].get<double>(), 0.0);  // the same logits
   EXPECT_DOUBLE_EQ(la["state_contribution"]["0"].get<double>(), 0.25);
   r.state_shares = {{0, 0, 0.75}, {0, 2, 0.25}};
-  const auto lb = pic.add({example("b", {"s"}, {"Paris"}), {}, {}}, r, "Rome");  // 0 -> 0
+  const auto lb = pic.add({example("b", {"s"}, {"Paris"}), {}}, r, "Rome");  // 0 -> 0
   EXPECT_DOUBLE_EQ(lb["delta_vs_full"].get<double>(), 0.0);
   // KL(softmax(1,0) ‖ softmax(0,0)) = log 2 − H(p).
   const double p = 1 / (1 + std::exp(-1.0));
@@ -176,16 +176,21 @@ TEST(EvalRunner, ReferenceGivesPairedDeltasKlAndTheStateColumn) {
   EXPECT_DOUBLE_EQ(share.at(0), 0.5);  // mean over examples of (0 + 0.5) / 2 and 0.75
   EXPECT_DOUBLE_EQ(share.at(2), 0.25);
 
-  // A template header's boundary (segment 0 here) is not a passage boundary: left out.
-  ModeScorer headed(Mode::Pic, t, &ref);
-  r.state_shares = {{0, 0, 0.9}, {1, 0, 0.5}, {0, 2, 0.9}, {1, 2, 0.25}};
-  const auto lh = headed.add({example("a", {"s"}, {"Paris"}), {}, {true, false}}, r, "Rome");
-  EXPECT_DOUBLE_EQ(lh["state_contribution"]["0"].get<double>(), 0.5);
+  // With a template header, segments 0, 2, ... are headers, not passage boundaries: left out.
+  PromptTemplate th = t;
+  th.header = "<{index}>";
+  ModeScorer headed(Mode::Pic, th, &ref);
+  r.state_shares = {{0, 0, 0.9}, {1, 0, 0.5}, {2, 0, 0.9}, {3, 0, 0.25}, {0, 2, 0.9}, {1, 2, 0.25}};
+  const auto lh = headed.add({example("a", {"s", "t"}, {"Paris"}), {}}, r, "Rome");
+  EXPECT_DOUBLE_EQ(lh["state_contribution"]["0"].get<double>(), 0.375);
   EXPECT_DOUBLE_EQ(lh["state_contribution"]["2"].get<double>(), 0.25);
   r.state_shares = {{0, 0, 0.9}};  // only a header: no figure for this example
-  EXPECT_FALSE(headed.add({example("b", {"s"}, {"Paris"}), {}, {true, false}}, r, "Rome")
-                   .contains("state_contribution"));
-  EXPECT_DOUBLE_EQ(headed.state_contribution().at(0), 0.5);
+  EXPECT_FALSE(
+      headed.add({example("b", {"s"}, {"Paris"}), {}}, r, "Rome").contains("state_contribution"));
+  EXPECT_DOUBLE_EQ(headed.state_contribution().at(0), 0.375);
+  EXPECT_TRUE(hypic::eval::is_header_segment(th, 2));
+  EXPECT_FALSE(hypic::eval::is_header_segment(th, 3));
+  EXPECT_FALSE(hypic::eval::is_header_segment(t, 0));
 
   const auto cmp = hypic::eval::compare_modes({pic}, {"p.jsonl"}, t.metric);
   // No full mode here: Δ is the mean paired difference to the reference.
