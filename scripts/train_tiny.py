@@ -396,11 +396,13 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def losses(model, ids, w_ans, w_lm, spans=None, junction=0):
+def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0):
     """Mean loss over answer tokens, over the other tokens, and per row whether every answer
     token is the argmax. spans: per row None (computed in full) or the segments' token
     ranges, for a row computed as hypic's pic mode with junction width `junction` would
-    (pic_sim.py)."""
+    (pic_sim.py). distill: in such a row, each token's loss (answer and other tokens alike)
+    is (1 - distill) x its cross-entropy + distill x KL(full || pic), full being this
+    model's own full-recompute distribution at that token (no gradient through it)."""
     import torch
     import torch.nn.functional as F
 
@@ -422,6 +424,17 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0):
     target = ids[:, 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                          reduction="none").view_as(target)
+    if distill > 0 and spans is not None and any(s is not None for s in spans):
+        per_row = []
+        for b, s in enumerate(spans):
+            if s is None:
+                per_row.append(ce[b])
+                continue
+            with torch.no_grad():
+                teacher = model(input_ids=ids[b:b + 1]).logits[0, :-1].log_softmax(-1)
+            kl = (teacher.exp() * (teacher - logits[b].log_softmax(-1))).sum(-1)
+            per_row.append((1 - distill) * ce[b] + distill * kl)
+        ce = torch.stack(per_row)
     wa, wl = w_ans[:, :-1], w_lm[:, :-1]
     ans = (ce * wa).sum() / wa.sum()
     lm = (ce * wl).sum() / wl.sum()
@@ -656,6 +669,9 @@ def print_long_plan(args, tokens_per_second=None):
     if args.pic_share > 0:
         print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
               f"W={args.pic_junction} would")
+        if args.pic_distill > 0:
+            print(f"  --pic-distill: their tokens' loss {args.pic_distill:g} x "
+                  f"KL(full || pic) + {1 - args.pic_distill:g} x cross-entropy")
     print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
@@ -725,8 +741,11 @@ def main_long(args):
                 hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[2][0])
             sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[0].item()
                    for d in dev_sum]
+            # KL(full || pic) per summary token (w_ans: the answer loss is that KL alone)
+            kl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w,
+                          distill=1.0)[0].item() for d in dev_sum]
         model.train()
-        return hits / len(dev_qa), sum(sl_) / len(sl_)
+        return hits / len(dev_qa), sum(sl_) / len(sl_), sum(kl_) / len(kl_)
 
     def report(step, minutes):
         em, kinds, sum_loss = dev_eval()
@@ -734,10 +753,11 @@ def main_long(args):
                  "dev_summary_loss": round(sum_loss, 4), "minutes": minutes}
         line = f"dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}"
         if args.pic_share > 0:
-            pem, psum = dev_eval_pic()
-            entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4))
+            pem, psum, pkl = dev_eval_pic()
+            entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4),
+                         dev_summary_kl_pic=round(pkl, 4))
             line += (f"; as pic W={args.pic_junction}: dev QA EM {pem:.3f}, "
-                     f"dev summary loss {psum:.3f}")
+                     f"dev summary loss {psum:.3f}, KL(full || pic) {pkl:.3f} per token")
         log.append(entry)
         return line
 
@@ -766,7 +786,8 @@ def main_long(args):
         for g in opt.param_groups:
             g["lr"] = lr_at(progress)
         spans = [ex[3] if pic_rng.random() < args.pic_share else None for ex in examples]
-        ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction)
+        ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction,
+                                  args.pic_distill)
         loss = ans + args.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -794,7 +815,7 @@ def main_long(args):
                         "plan": LONG_PLAN, "parameters": n_params,
                         "extra_attention_layers": args.extra_attention_layers,
                         "slow_heads": args.slow_heads, "pic_share": args.pic_share,
-                        "pic_junction": args.pic_junction,
+                        "pic_junction": args.pic_junction, "pic_distill": args.pic_distill,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
                         "answers": args.answers, "cross_followups": args.cross_followups,
@@ -868,6 +889,10 @@ def main():
     ap.add_argument("--pic-junction", type=int, default=0,
                     help="--task long: the junction width W of the --pic-share rows (hypic's "
                          "--junction; 0: every passage token cached)")
+    ap.add_argument("--pic-distill", type=float, default=0.0,
+                    help="--task long: in the --pic-share rows, weight of KL(full || pic) in "
+                         "each token's loss, full being the model's own full-recompute "
+                         "distribution (the rest is the cross-entropy; 1: distillation only)")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
     ap.add_argument("--last-stage-only", action="store_true",
@@ -890,6 +915,10 @@ def main():
                     help="--task long: follow-ups also ask a chain's first step on its own "
                          "(\"Who was the mentor of X?\", \"Who founded C?\"; training only)")
     args = ap.parse_args()
+    if not 0.0 <= args.pic_distill <= 1.0:
+        raise SystemExit("--pic-distill is a weight between 0 and 1")
+    if args.pic_distill > 0 and args.pic_share == 0:
+        raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
     if args.task == "long":
         if args.plan:
             print_long_plan(args)
