@@ -47,6 +47,7 @@ Needs: pip install torch transformers tokenizers safetensors. CPU only; 55 minut
 threads on the 2-core dev VM with the defaults (it prints its speed). Data only: --data-only.
 """
 import argparse
+import copy
 import json
 import math
 import pathlib
@@ -396,13 +397,14 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0):
+def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher=None):
     """Mean loss over answer tokens, over the other tokens, and per row whether every answer
     token is the argmax. spans: per row None (computed in full) or the segments' token
     ranges, for a row computed as hypic's pic mode with junction width `junction` would
-    (pic_sim.py). distill: in such a row, each token's loss (answer and other tokens alike)
-    is (1 - distill) x its cross-entropy + distill x KL(full || pic), full being this
-    model's own full-recompute distribution at that token (no gradient through it)."""
+    (pic_sim.py). distill: in such a row, each answer token's loss is (1 - distill) x its
+    cross-entropy + distill x KL(full || pic), full being `teacher`'s full-recompute
+    distribution at that token (default: this model's; no gradient through it); the other
+    tokens keep their cross-entropy."""
     import torch
     import torch.nn.functional as F
 
@@ -431,9 +433,11 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0):
                 per_row.append(ce[b])
                 continue
             with torch.no_grad():
-                teacher = model(input_ids=ids[b:b + 1]).logits[0, :-1].log_softmax(-1)
-            kl = (teacher.exp() * (teacher - logits[b].log_softmax(-1))).sum(-1)
-            per_row.append((1 - distill) * ce[b] + distill * kl)
+                full = (model if teacher is None else teacher)(input_ids=ids[b:b + 1])
+                full = full.logits[0, :-1].log_softmax(-1)
+            kl = (full.exp() * (full - logits[b].log_softmax(-1))).sum(-1)
+            per_row.append(torch.where(w_ans[b, :-1] > 0,
+                                       (1 - distill) * ce[b] + distill * kl, ce[b]))
         ce = torch.stack(per_row)
     wa, wl = w_ans[:, :-1], w_lm[:, :-1]
     ans = (ce * wa).sum() / wa.sum()
@@ -670,8 +674,9 @@ def print_long_plan(args, tokens_per_second=None):
         print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
               f"W={args.pic_junction} would")
         if args.pic_distill > 0:
-            print(f"  --pic-distill: their tokens' loss {args.pic_distill:g} x "
-                  f"KL(full || pic) + {1 - args.pic_distill:g} x cross-entropy")
+            print(f"  --pic-distill: their answer tokens' loss {args.pic_distill:g} x "
+                  f"KL(full of the --init-from model || pic) + {1 - args.pic_distill:g} x "
+                  f"cross-entropy")
     print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
@@ -711,6 +716,9 @@ def main_long(args):
     model.config.max_position_embeddings = LONG_MAX_POSITIONS
     grow_for_long_prompts(model, args.extra_attention_layers, args.slow_heads)
     n_params = sum(p.numel() for p in model.parameters())
+    teacher = None
+    if args.pic_distill > 0:  # what pic is pulled toward: full recompute as training starts
+        teacher = copy.deepcopy(model).eval().requires_grad_(False)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
@@ -741,7 +749,7 @@ def main_long(args):
                 hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[2][0])
             sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[0].item()
                    for d in dev_sum]
-            # KL(full || pic) per summary token (w_ans: the answer loss is that KL alone)
+            # KL(full || pic) per summary token, both this model's: the distance pic leaves
             kl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w,
                           distill=1.0)[0].item() for d in dev_sum]
         model.train()
@@ -787,7 +795,7 @@ def main_long(args):
             g["lr"] = lr_at(progress)
         spans = [ex[3] if pic_rng.random() < args.pic_share else None for ex in examples]
         ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction,
-                                  args.pic_distill)
+                                  args.pic_distill, teacher)
         loss = ans + args.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -891,8 +899,9 @@ def main():
                          "--junction; 0: every passage token cached)")
     ap.add_argument("--pic-distill", type=float, default=0.0,
                     help="--task long: in the --pic-share rows, weight of KL(full || pic) in "
-                         "each token's loss, full being the model's own full-recompute "
-                         "distribution (the rest is the cross-entropy; 1: distillation only)")
+                         "each answer token's loss, full being the full-recompute distribution "
+                         "of the --init-from model, frozen (the rest is the cross-entropy; 1: "
+                         "distillation only)")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
     ap.add_argument("--last-stage-only", action="store_true",
