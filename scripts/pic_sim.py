@@ -137,6 +137,7 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
     with torch.no_grad():
         for r in rows[:runs]:
             row = data[r["_id"]]
+            # hypic's "passages" rule (src/eval/datasets.cpp) on this project's own files
             texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"])
                      if p.strip()]
             pieces = [t["prefix"]]
@@ -151,6 +152,10 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
                 if 0 < i < len(pieces) - 1:
                     spans.append((len(ids), len(ids) + len(e)))
                 ids += e
+            if len(ids) != r["prompt_tokens"]:  # this split is a copy of hypic's rule
+                raise SystemExit(f"pic_sim.py: {r['_id']}: {len(ids)} prompt tokens here, "
+                                 f"{r['prompt_tokens']} in hypic eval: the passages were "
+                                 "split or tokenized differently, so the KLs cannot be compared")
             ids = torch.tensor([ids])
             full = model(input_ids=ids).logits[0, -1].log_softmax(-1)
             hand = pic_logits(model, ids, [])[0, -1].log_softmax(-1)
