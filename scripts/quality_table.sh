@@ -87,22 +87,35 @@ for d in names:
     print("\nquestions per kind: " + ", ".join(f"{k} {c}" for k, c in counts.items()))
 PY
 
-# Summary sets: how often a mode's summary opens with the reference's first sentence (the
-# synthetic summaries follow the passages' order, so this asks whether passage 1 was found).
+# Summary sets, per mode: how often the summary opens with the reference's first sentence (the
+# synthetic summaries follow the passages' order, so this asks whether passage 1 was found), the
+# share of the reference's sentences it contains anywhere, and the share of its own sentences that
+# are not repeats (greedy decoding of a small model loops; ROUGE-L alone hides how much).
 # shellcheck disable=SC2086  # one argument per dataset
 python3 - "$OUT" ${DATASETS//,/ } <<'PY' | tee -a "$OUT/table.md"
 import json, sys
 out, names = sys.argv[1], sys.argv[2:]
+sentences = lambda text: [x.strip() for x in text.split(".") if x.strip()]
 first = lambda text: text.split(".")[0].strip()
 for d in names:
     s = json.load(open(f"{out}/{d}/w8/summary.json"))
     if s["metric"] != "rouge_l":
         continue
-    cells = []
+    print(f"\n{d}, per mode: summaries that open with the reference's first sentence; reference "
+          "sentences found in the summary (mean share); the summary's sentences that are not "
+          "repeats (mean share)\n")
+    print("| mode | open right | reference sentences found | distinct sentences |")
+    print("|---|---:|---:|---:|")
     for m in s["modes"]:
         preds = [json.loads(l) for l in open(m["predictions"])]
         hits = sum(first(p["pred"]) == first(p["answers"][0]) for p in preds)
-        cells.append(f"{m['mode']} {hits}/{len(preds)}")
-    print(f"\n{d}: summaries that open with the reference's first sentence: " + ", ".join(cells))
+        found, distinct = 0.0, 0.0
+        for p in preds:
+            said, ref = sentences(p["pred"]), sentences(p["answers"][0])
+            found += sum(x in set(said) for x in ref) / max(len(ref), 1)
+            distinct += len(set(said)) / max(len(said), 1)
+        n = max(len(preds), 1)
+        print(f"| {m['mode']} | {hits}/{len(preds)} | {100 * found / n:.1f} % | "
+              f"{100 * distinct / n:.1f} % |")
 PY
 echo "wrote $OUT/table.md"
