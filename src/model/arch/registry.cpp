@@ -15,6 +15,8 @@ const ArchSpec& kimi_linear();
 }  // namespace arch
 
 const std::vector<const ArchSpec*>& architectures() {
+  // One architecture per line.
+  // clang-format off
   static const std::vector<const ArchSpec*> all = {
       &arch::qwen3_next(),
       &arch::qwen3_5(),
@@ -23,6 +25,7 @@ const std::vector<const ArchSpec*>& architectures() {
       &arch::bailing_moe_linear(),
       &arch::kimi_linear(),
   };
+  // clang-format on
   return all;
 }
 
