@@ -397,14 +397,17 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher=None):
+def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher=None,
+           parts=None):
     """Mean loss over answer tokens, over the other tokens, and per row whether every answer
     token is the argmax. spans: per row None (computed in full) or the segments' token
     ranges, for a row computed as hypic's pic mode with junction width `junction` would
     (pic_sim.py). distill: in such a row, each answer token's loss is (1 - distill) x its
     cross-entropy + distill x KL(full || pic), full being `teacher`'s full-recompute
     distribution at that token (default: this model's; no gradient through it); the other
-    tokens keep their cross-entropy."""
+    tokens keep their cross-entropy. parts: a dict that receives "answer_ce", the answer
+    tokens' mean cross-entropy before any mixing (with distill=1 the first value returned is
+    then the KL alone, and both come from one pass)."""
     import torch
     import torch.nn.functional as F
 
@@ -426,6 +429,8 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
     target = ids[:, 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                          reduction="none").view_as(target)
+    if parts is not None:
+        parts["answer_ce"] = ((ce * w_ans[:, :-1]).sum() / w_ans[:, :-1].sum()).item()
     if distill > 0 and spans is not None and any(s is not None for s in spans):
         per_row = []
         for b, s in enumerate(spans):
@@ -747,11 +752,14 @@ def main_long(args):
         with torch.no_grad():
             for d in dev_qa:
                 hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[2][0])
-            sl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[0].item()
-                   for d in dev_sum]
-            # KL(full || pic) per summary token, both this model's: the distance pic leaves
-            kl_ = [losses(model, *batch_tensors([d]), spans=[d[4]], junction=w,
-                          distill=1.0)[0].item() for d in dev_sum]
+            # The loss and KL(full || pic) per summary token, both modes this model's (the
+            # distance pic leaves), from one pic pass each
+            sl_, kl_ = [], []
+            for d in dev_sum:
+                parts = {}
+                kl_.append(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w,
+                                  distill=1.0, parts=parts)[0].item())
+                sl_.append(parts["answer_ce"])
         model.train()
         return hits / len(dev_qa), sum(sl_) / len(sl_), sum(kl_) / len(kl_)
 
