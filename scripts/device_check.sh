@@ -9,10 +9,13 @@
 # (bench preset at 4096 tokens; and a cold 32k-token prefill of the Qwen3.5-35B-A3B shape,
 # random weights, 4 of its 40 layers, scaled to 40), and `hypic bench ttft` (prefix vs pic at
 # 16 x 512 tokens), and prints one table. Every step has a time bound (about 8 minutes in all:
-# the bounds below add up to 480 s). Exit status 0 only when every step passed and nothing
+# the bounds below add up to 480 s; 540 s when step 0b unpacks scripts/device_kit.sh's archive
+# of the libraries, which takes seconds). Exit status 0 only when every step passed and nothing
 # CUDA was skipped (but the NCCL step on a one-GPU machine); no visible GPU is a failure.
 #
 # Usage: scripts/device_check.sh [BUILD_DIR]   (default build-cuda)
+# On the lent H200 (no Open MPI, HDF5 or Kokkos there): make the archive here first with
+# scripts/device_kit.sh and name .devkit in the run's carry (docs/testing.md).
 # What runs where: the forward pass and the PIC path compute on the device, and the memory
 # tier's segment entries are resident there (docs/architecture.md, "What runs where").
 set -uo pipefail
@@ -64,10 +67,49 @@ fi
 CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
 mkdir -p "$LOG"
 
+# 0b. A machine with CUDA but without hypic's libraries (the lent H200's image has no Open MPI,
+# HDF5 or Kokkos and cannot download them): unpack the archive scripts/device_kit.sh makes on a
+# Debian 12 machine, adding only files that are not there (nothing of the machine is replaced).
+KIT=${HYPIC_DEVICE_KIT:-.devkit/hypic-device-kit.tar.xz}
+if ! command -v mpicc >/dev/null || [[ ! -e /usr/include/trilinos/KokkosCore_config.h ]]; then
+  if [[ ! -f $KIT ]]; then
+    echo "device_check: FAIL: Open MPI (mpicc) or Kokkos is missing and there is no $KIT:" \
+      "make it with scripts/device_kit.sh on a Debian 12 machine and carry .devkit" >&2
+    exit 1
+  fi
+  # xz, else Python's lzma (a machine may have python3 but not xz).
+  # shellcheck disable=SC2016  # $0 is the inner shell's: the kit
+  step unpack 60 bash -c 'set -o pipefail
+    if command -v xz >/dev/null; then xz -dc "$0"; else python3 -c "import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$0"; fi |
+      tar -x --skip-old-files -C /' "$KIT"
+  [[ $RC -eq 0 ]] && ldconfig
+  if [[ $RC -ne 0 ]] || ! command -v mpicc >/dev/null; then
+    row "unpack $(basename "$KIT")" host FAIL $SECS "see $LOG/unpack.log"
+    table
+    exit 1
+  fi
+  row "unpack $(basename "$KIT")" host PASS $SECS "libraries added where missing"
+fi
+# Open MPI 4 looks for ssh or rsh even to start ranks (or a singleton's daemon) on this node;
+# a machine without either needs the look-up pointed elsewhere (it is never run locally).
+if ! command -v ssh >/dev/null && ! command -v rsh >/dev/null; then
+  export OMPI_MCA_plm_rsh_agent=false
+fi
+# NCCL: the toolkit's, else the one of the nvidia-nccl Python package (PyTorch's).
+nccl_args=()
+if [[ ! -e /usr/local/cuda/include/nccl.h && ! -e /usr/include/nccl.h ]]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+  if [[ -n $nccl_dir && -e $nccl_dir/include/nccl.h ]]; then
+    nccl_lib=$(find "$nccl_dir/lib" -maxdepth 1 -name 'libnccl.so*' | sort | head -1)
+    nccl_args=(-DHYPIC_NCCL_INCLUDE="$nccl_dir/include" -DHYPIC_NCCL_LIB="$nccl_lib")
+  fi
+fi
+
 # 1. Configure and build with CUDA for this GPU's architecture only.
 # shellcheck disable=SC2086  # HYPIC_CMAKE_ARGS holds several flags
 step configure 20 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHYPIC_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="$CC" ${HYPIC_CMAKE_ARGS:-}
+  -DCMAKE_CUDA_ARCHITECTURES="$CC" "${nccl_args[@]}" ${HYPIC_CMAKE_ARGS:-}
 if [[ $RC -ne 0 ]]; then
   row configure cuda FAIL $SECS "see $LOG/configure.log"
   table
