@@ -112,8 +112,9 @@ for d in names:
         found, distinct = 0.0, 0.0
         for p in preds:
             said, ref = sentences(p["pred"]), sentences(p["answers"][0])
-            found += sum(x in set(said) for x in ref) / max(len(ref), 1)
-            distinct += len(set(said)) / max(len(said), 1)
+            said_set = set(said)
+            found += sum(x in said_set for x in ref) / max(len(ref), 1)
+            distinct += len(said_set) / max(len(said), 1)
         n = max(len(preds), 1)
         print(f"| {m['mode']} | {hits}/{len(preds)} | {100 * found / n:.1f} % | "
               f"{100 * distinct / n:.1f} % |")
