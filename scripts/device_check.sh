@@ -77,13 +77,7 @@ if ! command -v mpicc >/dev/null || [[ ! -e /usr/include/trilinos/KokkosCore_con
       "make it with scripts/device_kit.sh on a Debian 12 machine and carry .devkit" >&2
     exit 1
   fi
-  # xz, else Python's lzma (a machine may have python3 but not xz).
-  # shellcheck disable=SC2016  # $0 is the inner shell's: the kit
-  step unpack 60 bash -c 'set -o pipefail
-    if command -v xz >/dev/null; then xz -dc "$0"; else python3 -c "import lzma, shutil, sys
-shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$0"; fi |
-      tar -x --skip-old-files -C /' "$KIT"
-  [[ $RC -eq 0 ]] && ldconfig
+  step unpack 60 bash scripts/device_kit_unpack.sh "$KIT"
   if [[ $RC -ne 0 ]] || ! command -v mpicc >/dev/null; then
     row "unpack $(basename "$KIT")" host FAIL $SECS "see $LOG/unpack.log"
     table
