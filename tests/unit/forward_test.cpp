@@ -202,8 +202,11 @@ class CacheContract : public ::testing::TestWithParam<std::string> {};
 
 // Prefill 70 tokens at once == 40, then 30 continuing from the cache (crosses a chunk
 // boundary of the delta rule and the conv tail), and equals small blocks of 64. Splitting
-// only changes f32 rounding (chunk boundaries move); the linear layers' gated norm
-// amplifies it to ~5e-5 on these random models, hence 1e-4.
+// only changes f32 rounding (chunk boundaries move, and a BLAS kernel may round a row
+// differently depending on how many rows the call has: OpenBLAS's Zen kernel does, for the
+// first 40 tokens too); the linear layers' gated norm amplifies it to ~1e-4 on these random
+// models: 1e-4 for the 30 continued tokens, 2e-4 for the first 40 (9.9e-5 measured with the
+// Zen kernel)
 TEST_P(CacheContract, SplitPrefillEqualsOnePass) {
   Model model = tiny_model(GetParam());
   const int V = model.config().vocab_size;
@@ -216,7 +219,7 @@ TEST_P(CacheContract, SplitPrefillEqualsOnePass) {
   EXPECT_EQ(split.n_tokens, 40);
   const Tensor second = model.prefill({ids.begin() + 40, ids.end()}, split, LogitsMode::All);
   EXPECT_EQ(split.n_tokens, 70);
-  EXPECT_LE(max_abs_diff(first.data(), all.data(), first.values().size()), 1e-5f);
+  EXPECT_LE(max_abs_diff(first.data(), all.data(), first.values().size()), 2e-4f);
   EXPECT_LE(max_abs_diff(second.data(), all.data() + 40 * V, second.values().size()), 1e-4f);
 
   // The caches agree too: states, conv tails, K and V.

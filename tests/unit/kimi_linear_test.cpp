@@ -135,9 +135,12 @@ TEST(KimiLinear, ComposedKdaStateEqualsRecompute) {
               err, add_err);
   EXPECT_LE(err, 1e-5);
   EXPECT_GT(add_err, 1e-2);
-  EXPECT_EQ(std::memcmp(composed.layers[0].conv.data(), full.layers[0].conv.data(),
-                        full.layers[0].conv.bytes()),
-            0);  // the last segment's conv tail, as recomputed (same tokens, same layer input)
+  // The last segment's conv tail, as recomputed: the same tokens and layer input, so it differs
+  // from recompute by f32 rounding only (a BLAS kernel may round a row differently depending on
+  // how many rows the call has; OpenBLAS's Zen kernel does).
+  const double conv_err = rel_diff(composed.layers[0].conv, full.layers[0].conv);
+  std::printf("[ kimi     ] first KDA layer conv tail vs recompute: %.2e\n", conv_err);
+  EXPECT_LE(conv_err, 1e-6);
   EXPECT_EQ(composed.n_tokens, full.n_tokens);
 }
 
