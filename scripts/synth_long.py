@@ -257,25 +257,36 @@ def draw_summary_prompt(world, rng, passages=(16, 32)):
     return {"kind": "summary", "question": "", "answer": summary_of(order), "entities": order}
 
 
-def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False):
+def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False, sub_share=None):
     """Distinct further questions on the prompt's passages (never the first question). With
     `cross_share`, up to that share of them are of the CROSS_KINDS (as many as the prompt
     has), the rest one-passage ones; without it, a uniform draw over all of them. With
-    `sub`, the one-passage ones include the chains' first steps (`kinds_for`)."""
+    `sub`, the one-passage ones include the chains' first steps (`kinds_for`); `sub_share`
+    sets aside up to that share of all of them for those first steps."""
     names = {e["name"] for e in ex["entities"]}
     pairs = []
     for e in ex["entities"]:
         for k in kinds_for(e, sub):
             q, a, needed = long_question(e, k, world, chain)
             if q != ex["question"] and all(n["name"] in names for n in needed):
-                pairs.append((q, a, k in CROSS_KINDS))
+                pairs.append((q, a, k))
     rng.shuffle(pairs)
+    first = []
+    if sub and sub_share is not None:
+        steps = [p for p in pairs if p[2] in ("mentor", "founder")]
+        first = steps[:round(most * sub_share)]
+        pairs = [p for p in pairs if p not in first]
+        most -= len(first)
     if cross_share is None:
-        return [(q, a) for q, a, _ in pairs[:most]]
-    cross = [(q, a) for q, a, c in pairs if c]
-    single = [(q, a) for q, a, c in pairs if not c]
+        if not first:
+            return [(q, a) for q, a, _ in pairs[:most]]
+        out = [(q, a) for q, a, _ in first + pairs[:most]]
+        rng.shuffle(out)
+        return out
+    cross = [(q, a) for q, a, k in pairs if k in CROSS_KINDS]
+    single = [(q, a) for q, a, k in pairs if k not in CROSS_KINDS]
     n_cross = min(len(cross), round(most * cross_share))
-    out = cross[:n_cross] + single[:most - n_cross]
+    out = [(q, a) for q, a, _ in first] + cross[:n_cross] + single[:most - n_cross]
     rng.shuffle(out)
     return out
 

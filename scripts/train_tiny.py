@@ -581,7 +581,7 @@ def encode_long(tok, ex, summary=False, more=(), header=""):
 
 
 def long_training_example(pools, tok, rng, passages, summary, most_followups, chain=False,
-                          cross_share=None, sub=False, header=""):
+                          cross_share=None, sub=False, header="", sub_share=None):
     import synth_long as sl
 
     world = sl.training_world(pools, rng, JOBS, PRODUCTS)
@@ -590,7 +590,7 @@ def long_training_example(pools, tok, rng, passages, summary, most_followups, ch
         return encode_long(tok, ex, summary=True, header=header)
     ex = sl.draw_long_prompt(world, rng, passages, chain=chain)
     return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, chain,
-                                                  cross_share, sub))
+                                                  cross_share, sub, sub_share))
 
 
 def write_long_jsonl(path, name, exs, summary):
@@ -611,8 +611,9 @@ def write_long_datasets(pools, tok, args):
     """Test worlds seed+303 (QA) and seed+505 (summaries), dev worlds seed+404 and seed+606;
     LongBench JSONL under --data-dir/datasets. With --sub-questions, also
     synthqa_long_sub.jsonl: each mentor_born / founder_job test prompt asking the chain's
-    first step alone ("Who was the mentor of X?", "Who founded C?"). Returns the encoded dev
-    sets."""
+    first step alone ("Who was the mentor of X?", "Who founded C?"), and
+    synthqa_long_sub_alone.jsonl: the same questions over the one passage that answers them
+    (X's or C's) and nothing else. Returns the encoded dev sets."""
     import synth_long as sl
 
     templates = json.loads((ROOT / "inputs/datasets/templates.json").read_text())
@@ -639,14 +640,17 @@ def write_long_datasets(pools, tok, args):
         write_long_jsonl(folder / f"{name}.jsonl", name, exs, summary)
         if name == "synthqa_long" and args.sub_questions:
             step = {"mentor_born": "mentor", "founder_job": "founder"}
-            sub = []
+            sub, alone = [], []
             for q in exs:
                 if q["kind"] in step:
                     question, answer, _ = sl.long_question(q["needed"][0], step[q["kind"]],
                                                            world)
                     sub.append(dict(q, question=question, answer=answer,
                                     kind=step[q["kind"]]))
+                    alone.append(dict(sub[-1], entities=[q["needed"][0]]))
             write_long_jsonl(folder / "synthqa_long_sub.jsonl", "synthqa_long_sub", sub, False)
+            write_long_jsonl(folder / "synthqa_long_sub_alone.jsonl", "synthqa_long_sub_alone",
+                             alone, False)
         if name.endswith("_dev"):
             dev[name] = []
             for q in exs:
@@ -667,12 +671,16 @@ def print_long_plan(args, tokens_per_second=None):
         start = until
     if args.last_stage_only:
         print("  --last-stage-only: the last stage throughout")
+    if args.passages:
+        print(f"  --passages: {args.passages[0]}-{args.passages[1]} passages throughout"
+              + (f", {args.rows} rows per step" if args.rows else ", the stage's rows per step"))
     if args.summary_share is not None:
         print(f"  --summary-share: {args.summary_share:.0%} summary rows throughout")
     print(f"  answers: {args.answers}" + ("" if args.cross_followups is None else
                                           f"; {args.cross_followups:.0%} of the follow-up "
                                           "questions cross-passage where the prompt has them") +
-          ("; sub-questions among the follow-ups" if args.sub_questions else ""))
+          ("; sub-questions among the follow-ups" if args.sub_questions else "") +
+          ("" if args.sub_share is None else f" (up to {args.sub_share:.0%} of them)"))
     if args.summary_headers:
         print("  --summary-headers: summary prompts put 'Passage N:' before each passage")
     if args.pic_share > 0:
@@ -790,12 +798,14 @@ def main_long(args):
         if progress >= 1.0:
             break
         passages, rows, share = long_stage(1.0 if args.last_stage_only else progress)
+        if args.passages:
+            passages, rows = args.passages, args.rows or rows
         if args.summary_share is not None:
             share = args.summary_share
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
                                           args.answers == "chain", args.cross_followups,
-                                          args.sub_questions, header)
+                                          args.sub_questions, header, args.sub_share)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
@@ -834,8 +844,10 @@ def main_long(args):
                         "pic_junction": args.pic_junction, "pic_distill": args.pic_distill,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
+                        "passages": list(args.passages) if args.passages else None,
+                        "rows": args.rows,
                         "answers": args.answers, "cross_followups": args.cross_followups,
-                        "sub_questions": args.sub_questions,
+                        "sub_questions": args.sub_questions, "sub_share": args.sub_share,
                         "summary_headers": args.summary_headers,
                         "minutes": round((time.time() - start) / 60, 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
@@ -912,6 +924,12 @@ def main():
                          "distillation only)")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
+    ap.add_argument("--passages", type=lambda v: tuple(int(x) for x in v.split(",")),
+                    default=None, metavar="LO,HI",
+                    help="--task long: passages per training prompt throughout, instead of "
+                         "LONG_PLAN's stages (with --rows: rows per step)")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="--task long with --passages: rows per step (default: the stage's)")
     ap.add_argument("--last-stage-only", action="store_true",
                     help="--task long: train on LONG_PLAN's last stage throughout (fine-tuning "
                          "a long-task model)")
@@ -931,11 +949,22 @@ def main():
     ap.add_argument("--sub-questions", action="store_true",
                     help="--task long: follow-ups also ask a chain's first step on its own "
                          "(\"Who was the mentor of X?\", \"Who founded C?\"; training only)")
+    ap.add_argument("--sub-share", type=float, default=None,
+                    help="--task long with --sub-questions: up to this share of each QA row's "
+                         "follow-ups asks a chain's first step (default: drawn among the "
+                         "one-passage kinds, 13 %% of the follow-ups at --cross-followups 0.5)")
     args = ap.parse_args()
+    if args.sub_share is not None and not (args.sub_questions and 0.0 <= args.sub_share <= 1.0):
+        raise SystemExit("--sub-share is a share between 0 and 1 of the follow-ups, with "
+                         "--sub-questions")
     if not 0.0 <= args.pic_distill <= 1.0:
         raise SystemExit("--pic-distill is a weight between 0 and 1")
     if args.pic_distill > 0 and args.pic_share == 0:
         raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
+    if args.passages and not (len(args.passages) == 2 and 1 <= args.passages[0] <= args.passages[1]):
+        raise SystemExit("--passages is LO,HI with 1 <= LO <= HI")
+    if args.rows is not None and (args.passages is None or args.rows < 1):
+        raise SystemExit("--rows is a positive count of rows per step, with --passages")
     if args.task == "long":
         if args.plan:
             print_long_plan(args)
