@@ -961,7 +961,8 @@ def main():
         raise SystemExit("--pic-distill is a weight between 0 and 1")
     if args.pic_distill > 0 and args.pic_share == 0:
         raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
-    if args.passages and not (len(args.passages) == 2 and 1 <= args.passages[0] <= args.passages[1]):
+    if args.passages and not (len(args.passages) == 2
+                              and 1 <= args.passages[0] <= args.passages[1]):
         raise SystemExit("--passages is LO,HI with 1 <= LO <= HI")
     if args.rows is not None and (args.passages is None or args.rows < 1):
         raise SystemExit("--rows is a positive count of rows per step, with --passages")
