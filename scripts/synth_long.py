@@ -148,6 +148,11 @@ def long_question(e, kind, world, chain=False):
     return f"Where did {e['name']} move to?", e["moved_town"], [e, e["note"]]
 
 
+def is_first_step(question):
+    """Whether a question asks a chain's first step on its own (kinds `mentor`, `founder`)."""
+    return question.startswith(("Who was the mentor of ", "Who founded "))
+
+
 def kinds_for(e, sub=False):
     """The question kinds about `e`; with `sub`, also its chain-first-step kind (`mentor` for
     a person, `founder` for a company)."""

@@ -694,6 +694,28 @@ def print_long_plan(args, tokens_per_second=None):
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
 
+FIRST_STEP_ROWS = 200
+
+
+def first_step_share(pools, args):
+    """How many of the follow-ups that QA rows at the last stage (or --passages) draw ask a
+    chain's first step, with this run's --cross-followups / --sub-share, over FIRST_STEP_ROWS
+    rows of its own random stream (the training stream is not touched)."""
+    import synth_long as sl
+
+    rng = random.Random(args.seed + 7)
+    passages = args.passages or long_stage(1.0)[0]
+    tally = {"followups": 0, "first_steps": 0}
+    for _ in range(FIRST_STEP_ROWS):
+        world = sl.training_world(pools, rng, JOBS, PRODUCTS)
+        ex = sl.draw_long_prompt(world, rng, passages, chain=args.answers == "chain")
+        more = sl.followups(ex, world, rng, args.followups, args.answers == "chain",
+                            args.cross_followups, True, args.sub_share)
+        tally["followups"] += len(more)
+        tally["first_steps"] += sum(sl.is_first_step(q) for q, _ in more)
+    return tally
+
+
 def main_long(args):
     """--task long: warm start, the LONG_PLAN curriculum, dev QA EM and summary loss."""
     import torch
@@ -717,6 +739,12 @@ def main_long(args):
           f"{sum(len(a) for _, a, *_ in dev_sum) / len(dev_sum):.0f} answer tokens on average",
           flush=True)
     print_long_plan(args)
+    if args.sub_questions:
+        drawn = first_step_share(pools, args)
+        print(f"  first steps among the follow-ups: {drawn['first_steps']} of "
+              f"{drawn['followups']} ({drawn['first_steps'] / max(drawn['followups'], 1):.1%}) "
+              f"in {FIRST_STEP_ROWS} QA rows at the last stage's passages (a separate draw)",
+              flush=True)
     if args.data_only:
         return
     # A long-task model as --init-from continues that run: its record is kept in ours.
@@ -952,7 +980,8 @@ def main():
     ap.add_argument("--sub-share", type=float, default=None,
                     help="--task long with --sub-questions: up to this share of each QA row's "
                          "follow-ups asks a chain's first step (default: drawn among the "
-                         "one-passage kinds, 13 %% of the follow-ups at --cross-followups 0.5)")
+                         "one-passage kinds: 12 %% of the follow-ups at --cross-followups 0.5 over 16-32 "
+                         "passages, 22 %% over 2-4; --data-only prints it)")
     args = ap.parse_args()
     if args.sub_share is not None and not (args.sub_questions and 0.0 <= args.sub_share <= 1.0):
         raise SystemExit("--sub-share is a share between 0 and 1 of the follow-ups, with "
