@@ -980,8 +980,8 @@ def main():
     ap.add_argument("--sub-share", type=float, default=None,
                     help="--task long with --sub-questions: up to this share of each QA row's "
                          "follow-ups asks a chain's first step (default: drawn among the "
-                         "one-passage kinds: 12 %% of the follow-ups at --cross-followups 0.5 over 16-32 "
-                         "passages, 22 %% over 2-4; --data-only prints it)")
+                         "one-passage kinds: 12 %% of the follow-ups at --cross-followups "
+                         "0.5 over 16-32 passages, 22 %% over 2-4; --data-only prints it)")
     args = ap.parse_args()
     if args.sub_share is not None and not (args.sub_questions and 0.0 <= args.sub_share <= 1.0):
         raise SystemExit("--sub-share is a share between 0 and 1 of the follow-ups, with "
