@@ -11,6 +11,11 @@
 #                                       machine where the whole build is too slow; it says so
 #                                       (.ci/run runs the whole suite)
 #   HYPIC_SKIP_FUZZ=1                   leave out the seconds-long fuzz runs
+#   HYPIC_ASAN_FLAGS="-O1 -g"           other optimisation/debug flags (default below)
+#   HYPIC_ASAN_GLUE_OPTIONS=            other options for the command-line glue (default -O0;
+#                                       empty: the same flags as the rest)
+#
+# Where the build's time goes: scripts/time_compile.sh as the compiler launcher (its header).
 #
 # What fails the job: a failing test; any AddressSanitizer error or UBSan report (UBSan halts on
 # the first one); a leak report that names hypic's own code (src/, kernels/, tests/). Leaks
@@ -32,10 +37,11 @@ start=$(date +%s)
 # The command-line glue (src/app, the CLI tests; HYPIC_GLUE_COMPILE_OPTIONS) at -O0: mostly
 # CLI11's and nlohmann::json's inline code, half of the compile time at -O1 and none of the
 # suite's run time. From scratch here: 861 s instead of 1527 s with -O1 -g throughout.
-debug_flags="-O1 -g -fno-var-tracking"
+debug_flags=${HYPIC_ASAN_FLAGS:-"-O1 -g -fno-var-tracking"}
+glue_options=${HYPIC_ASAN_GLUE_OPTIONS--O0}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DHYPIC_SANITIZE=address,undefined \
   -DCMAKE_CXX_FLAGS_DEBUG="$debug_flags" -DCMAKE_C_FLAGS_DEBUG="$debug_flags" \
-  -DHYPIC_GLUE_COMPILE_OPTIONS=-O0 ${HYPIC_CMAKE_ARGS:-}
+  -DHYPIC_GLUE_COMPILE_OPTIONS="$glue_options" ${HYPIC_CMAKE_ARGS:-}
 # The build runs hypic_unit_tests once to list its tests (gtest_discover_tests); Open MPI's
 # leaks at that exit must not fail the build, so leaks are not checked there.
 export ASAN_OPTIONS=detect_leaks=0
