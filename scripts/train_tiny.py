@@ -405,7 +405,7 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
     (pic_sim.py). distill: in such a row, each answer token's loss is (1 - distill) x its
     cross-entropy + distill x KL(full || pic), full being `teacher`'s full-recompute
     distribution at that token (default: this model's; no gradient through it); the other
-    tokens keep their cross-entropy. parts: a dict that receives "answer_ce", the answer
+    tokens keep their cross-entropy. A list gives each row its own weight. parts: a dict that receives "answer_ce", the answer
     tokens' mean cross-entropy before any mixing (with distill=1 the first value returned is
     then the KL alone, and both come from one pass)."""
     import torch
@@ -431,10 +431,12 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
                          reduction="none").view_as(target)
     if parts is not None:
         parts["answer_ce"] = ((ce * w_ans[:, :-1]).sum() / w_ans[:, :-1].sum()).item()
-    if distill > 0 and spans is not None and any(s is not None for s in spans):
+    row_distill = list(distill) if isinstance(distill, (list, tuple)) else [distill] * len(ids)
+    if spans is not None and any(s is not None and d > 0 for s, d in zip(spans, row_distill)):
         per_row = []
         for b, s in enumerate(spans):
-            if s is None:
+            distill = row_distill[b]
+            if s is None or distill == 0:
                 per_row.append(ce[b])
                 continue
             with torch.no_grad():
@@ -840,8 +842,11 @@ def main_long(args):
         for g in opt.param_groups:
             g["lr"] = lr_at(progress)
         spans = [ex[3] if pic_rng.random() < args.pic_share else None for ex in examples]
+        # Summary rows come first (i < n_sum).
+        distill = [args.pic_distill if args.pic_distill_rows == "all" or i < n_sum else 0.0
+                   for i in range(rows)]
         ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction,
-                                  args.pic_distill, teacher)
+                                  distill, teacher)
         loss = ans + args.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -870,6 +875,7 @@ def main_long(args):
                         "extra_attention_layers": args.extra_attention_layers,
                         "slow_heads": args.slow_heads, "pic_share": args.pic_share,
                         "pic_junction": args.pic_junction, "pic_distill": args.pic_distill,
+                        "pic_distill_rows": args.pic_distill_rows,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
                         "passages": list(args.passages) if args.passages else None,
@@ -950,6 +956,10 @@ def main():
                          "each answer token's loss, full being the full-recompute distribution "
                          "of the --init-from model, frozen (the rest is the cross-entropy; 1: "
                          "distillation only)")
+    ap.add_argument("--pic-distill-rows", choices=["all", "summaries"], default="all",
+                    help="--task long: the pic rows --pic-distill applies to; summaries: the "
+                         "question rows keep the plain cross-entropy (for --answers chain, "
+                         "whose answers the --init-from model does not give)")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
     ap.add_argument("--passages", type=lambda v: tuple(int(x) for x in v.split(",")),

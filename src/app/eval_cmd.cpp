@@ -45,7 +45,8 @@ struct EvalArgs {
                                      store, templates = eval::kDefaultTemplatesPath, dtype = "bf16",
                                      device, reference;
   size_t limit = 0;
-  int max_new_tokens = 0;  // 0: the template's max_answer_tokens
+  int max_new_tokens = 0;    // 0: the template's max_answer_tokens
+  int no_repeat_ngram = -1;  // -1: the template's no_repeat_ngram
   double memory_budget_mib = 1024;
   int ranks = 0;
   bool byte_tokenizer = false;
@@ -109,6 +110,7 @@ struct EvalRun {
   kernels::DeviceLink* link = nullptr;  // the NCCL path's link (bind_rank_gpu)
   const eval::PromptTemplate* tmpl = nullptr;
   int max_new = 0;
+  int no_repeat_ngram = 0;
   std::optional<LoadedPicModel> m;  // loaded once the inputs are checked
   std::vector<eval::EvalItem> items;
   size_t skipped = 0;
@@ -124,16 +126,20 @@ void prepare(EvalRun& run, const eval::TemplateSet& templates) {
   const EvalArgs& a = run.a;
   run.tmpl = &templates.get(a.dataset);
   HYPIC_REQUIRE(a.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
+  HYPIC_REQUIRE(a.no_repeat_ngram >= -1,
+                "--no-repeat-ngram must be 0 (off), a size, or -1 (the template's)");
   eval::ReadOptions ro;
   ro.limit = a.limit;
   const eval::ReadResult data = eval::read_dataset(a.input, a.dataset, run.tmpl->split, ro);
   HYPIC_REQUIRE(!data.examples.empty(), a.input + ": no examples");
   run.max_new = a.max_new_tokens > 0 ? a.max_new_tokens : run.tmpl->max_answer_tokens;
+  run.no_repeat_ngram = a.no_repeat_ngram >= 0 ? a.no_repeat_ngram : run.tmpl->no_repeat_ngram;
   run.m.emplace(load_pic_model(a.model, *choose_device(a.device).backend, a.byte_tokenizer));
   std::vector<std::string> skipped;
   run.items =
       eval::make_items(data.examples, *run.tmpl, run.m->tokenizer,
                        run.m->model->config().max_position_embeddings, run.max_new, skipped);
+  for (eval::EvalItem& item : run.items) item.query.no_repeat_ngram = run.no_repeat_ngram;
   for (const std::string& why : skipped) std::fprintf(stderr, "eval: skipping %s\n", why.c_str());
   run.skipped = skipped.size();
   const std::string how_many =
@@ -245,6 +251,7 @@ void report(const EvalRun& run, const std::vector<eval::ModeScorer>& scores,
                         {"skipped", run.skipped},
                         {"junction", run.junction.to_string()},
                         {"max_new_tokens", run.max_new},
+                        {"no_repeat_ngram", run.no_repeat_ngram},
                         {"warmup", run.warm},
                         {"reference", a.reference.empty() ? json(nullptr) : json(a.reference)},
                         {"modes", cmp.modes}};
@@ -324,6 +331,10 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--templates", a->templates, "prompt templates file")->capture_default_str();
   sub->add_option("--max-new-tokens", a->max_new_tokens,
                   "answer length (0: the template's max_answer_tokens)");
+  sub->add_option("--no-repeat-ngram", a->no_repeat_ngram,
+                  "greedy decoding never repeats an n-gram of this size within an answer "
+                  "(0: off; -1: the template's no_repeat_ngram, 0 where it has none)")
+      ->capture_default_str();
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of a store created here")

@@ -19,6 +19,7 @@ void add_generate_command(CLI::App& app) {
     std::string model, input_ids;
     std::string device;
     int max_new_tokens = 16;
+    int no_repeat_ngram = 0;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "Hugging Face model folder")->required();
@@ -26,6 +27,10 @@ void add_generate_command(CLI::App& app) {
       ->required();
   sub->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate")
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--no-repeat-ngram", args->no_repeat_ngram,
+                  "never generate the same N tokens in a row twice (0: plain greedy)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   add_device_option(sub, args->device);
   on_run(sub, [args] {
     const DeviceChoice device = choose_device(args->device);
@@ -46,7 +51,8 @@ void add_generate_command(CLI::App& app) {
     std::vector<int32_t> out{model::argmax(first.data(), first.numel())};
     while (static_cast<int>(out.size()) < args->max_new_tokens) {
       const Tensor logits = net.decode_step(out.back(), cache);
-      out.push_back(model::argmax(logits.data(), logits.numel()));
+      out.push_back(
+          model::argmax_no_repeat(logits.data(), logits.numel(), out, args->no_repeat_ngram));
     }
     const auto t2 = Clock::now();
 

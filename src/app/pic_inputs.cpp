@@ -208,6 +208,13 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
                    what + " \"max_new_tokens\" must be an integer in [0, 1048576]");
       q.max_new_tokens = j["max_new_tokens"].get<int>();
     }
+    if (j.contains("no_repeat_ngram")) {
+      line_require(j["no_repeat_ngram"].is_number_integer() &&
+                       j["no_repeat_ngram"].get<int64_t>() >= 0 &&
+                       j["no_repeat_ngram"].get<int64_t>() <= (1 << 20),
+                   what + " \"no_repeat_ngram\" must be an integer in [0, 1048576]");
+      q.no_repeat_ngram = j["no_repeat_ngram"].get<int>();
+    }
     if (j.contains("answers")) {
       const json& a = j["answers"];
       if (a.is_string()) {

@@ -55,6 +55,7 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
       t.split = parse_split_rule(v.at("split").get<std::string>());
       t.metric = v.at("metric").get<std::string>();
       t.answer_first_line = v.value("answer_first_line", false);
+      t.no_repeat_ngram = v.value("no_repeat_ngram", 0);
     } catch (const json::exception& e) {
       throw Error(where + ": " + e.what() +
                   " (needs prefix, segment, suffix, max_answer_tokens, split, metric)");
@@ -68,6 +69,7 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
                       ": 'header' must not contain {text} (it is the same for every passage "
                       "at a position)");
     HYPIC_REQUIRE(t.max_answer_tokens > 0, where + ": 'max_answer_tokens' must be positive");
+    HYPIC_REQUIRE(t.no_repeat_ngram >= 0, where + ": 'no_repeat_ngram' must be 0 or more");
     HYPIC_REQUIRE(t.metric == "qa_f1" || t.metric == "exact_match" || t.metric == "rouge_l",
                   where + ": unknown metric '" + t.metric + "' (qa_f1, exact_match or rouge_l)");
     set.templates_.emplace(name, std::move(t));

@@ -24,6 +24,8 @@ struct PromptTemplate {
   std::string segment;  // per segment; placeholders {index} (1-based) and {text}
   std::string suffix;   // after the last segment; placeholder {input} (the question)
   int max_answer_tokens = 32;
+  int no_repeat_ngram = 0;  // optional; > 0: greedy decoding never repeats an n-gram of this
+                            // size within an answer (pic::Query::no_repeat_ngram)
   SplitRule split = SplitRule::kPassages;
   std::string metric = "qa_f1";    // eval/metrics.hpp score() name
   bool answer_first_line = false;  // score only the first line of a prediction (LongBench)

@@ -70,6 +70,26 @@ int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
+int32_t argmax_no_repeat(const float* x, int64_t n, const std::vector<int32_t>& generated,
+                         int ngram) {
+  const int64_t len = static_cast<int64_t>(generated.size());
+  if (ngram <= 0 || len < ngram - 1) return argmax(x, n);
+  // The tokens that followed an earlier occurrence of the last ngram-1 generated tokens.
+  const int64_t tail = ngram - 1;
+  std::vector<int32_t> banned;
+  for (int64_t i = 0; i + tail < len; ++i) {
+    if (std::equal(generated.begin() + i, generated.begin() + i + tail, generated.end() - tail))
+      banned.push_back(generated[static_cast<size_t>(i + tail)]);
+  }
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (best >= 0 && !(x[i] > x[best])) continue;
+    if (std::find(banned.begin(), banned.end(), static_cast<int32_t>(i)) != banned.end()) continue;
+    best = i;
+  }
+  return best >= 0 ? static_cast<int32_t>(best) : argmax(x, n);
+}
+
 Model::Model(ModelConfig cfg, ModelWeights weights, const kernels::Backend& backend)
     : cfg_(std::move(cfg)), weights_(std::move(weights)), backend_(&backend) {
   HYPIC_REQUIRE(static_cast<int>(weights_.layers.size()) == cfg_.num_hidden_layers,

@@ -103,4 +103,12 @@ class Model {
 // Index of the largest value (the first one on ties, as torch.argmax).
 int32_t argmax(const float* x, int64_t n);
 
+// Greedy choice under a no-repeat-n-gram rule (Hugging Face's no_repeat_ngram_size, applied to
+// the generated tokens only, so an answer may still quote its prompt): the largest of the
+// `n` logits among the tokens that would not make an `ngram`-gram of `generated` occur twice.
+// Plain argmax when ngram <= 0, and when every token is banned (it cannot be with ngram >= 2
+// and a vocabulary larger than the answer).
+int32_t argmax_no_repeat(const float* x, int64_t n, const std::vector<int32_t>& generated,
+                         int ngram);
+
 }  // namespace hypic::model

@@ -173,14 +173,15 @@ std::vector<float> Engine::final_prefill(const std::vector<int32_t>& tokens,
   return logits.take_vector();
 }
 
-void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, int max_new_tokens,
+void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, const Query& q,
                     QueryResult& r) {
+  const int max_new_tokens = q.max_new_tokens;
   const auto t0 = Clock::now();
   if (options_.keep_first_logits) r.first_logits = logits;
   const std::vector<int>& eos = model_.config().eos_token_ids;
   const int64_t vocab = static_cast<int64_t>(logits.size());
   for (int i = 0; i < max_new_tokens; ++i) {
-    const int32_t next = model::argmax(logits.data(), vocab);
+    const int32_t next = model::argmax_no_repeat(logits.data(), vocab, r.answer, q.no_repeat_ngram);
     r.answer.push_back(next);
     if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     if (i + 1 < max_new_tokens) logits = model_.decode_step(next, cache).take_vector();
@@ -196,7 +197,7 @@ void Engine::run_full(const Query& q, QueryResult& r) {
   model::InferenceCache cache = model_.new_cache();
   std::vector<float> logits = final_prefill(prompt, cache, r);
   r.times.prefill = r.times.ttft = seconds_since(t0);
-  decode(std::move(logits), cache, q.max_new_tokens, r);
+  decode(std::move(logits), cache, q, r);
 }
 
 void Engine::run_prefix(const Query& q, QueryResult& r) {
@@ -235,7 +236,7 @@ void Engine::run_prefix(const Query& q, QueryResult& r) {
   std::vector<float> logits = final_prefill(q.question, cache, r);
   r.times.question = seconds_since(t2);
   r.times.ttft = seconds_since(t0) - r.times.snapshot_save;
-  decode(std::move(logits), cache, q.max_new_tokens, r);
+  decode(std::move(logits), cache, q, r);
 }
 
 Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult& r) {
@@ -360,7 +361,7 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
   r.times.junction = seconds_since(t2) - r.times.composition - shares.seconds;
   r.state_shares = std::move(shares.shares);
   r.times.ttft = seconds_since(t0) - r.times.state_measure;
-  decode(std::move(logits), cache, q.max_new_tokens, r);
+  decode(std::move(logits), cache, q, r);
 }
 
 }  // namespace hypic::pic

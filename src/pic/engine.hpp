@@ -43,6 +43,8 @@ struct Query {
   std::vector<std::vector<int32_t>> segments;  // each non-empty
   std::vector<int32_t> question;               // non-empty
   int max_new_tokens = 16;
+  int no_repeat_ngram = 0;  // > 0: no n-gram of this size occurs twice in the answer
+                            // (model::argmax_no_repeat); 0: plain greedy
 };
 
 // Seconds per phase of one query. ttft covers everything up to the first token's logits
@@ -176,7 +178,7 @@ class Engine {
   // Prefill of the last part of the prompt: logits of its last token, and the hidden state.
   std::vector<float> final_prefill(const std::vector<int32_t>& tokens, model::InferenceCache& cache,
                                    QueryResult& r);
-  void decode(std::vector<float> logits, model::InferenceCache& cache, int max_new_tokens,
+  void decode(std::vector<float> logits, model::InferenceCache& cache, const Query& q,
               QueryResult& r);
 
   model::Model& model_;

@@ -232,6 +232,16 @@ TEST(Templates, RefusesBrokenTemplateFiles) {
       "metric": "exact_match"}})",
                                              "t.json");
   EXPECT_EQ(ev::render_prompt(headed.get("x"), ex), "P<1>[a]<2>[b]q?");
+  EXPECT_EQ(ok.get("x").no_repeat_ngram, 0) << "optional, off by default";
+  const auto no_repeat = ev::TemplateSet::parse(R"({"x": {"prefix": "", "segment": "{text}",
+      "suffix": "", "max_answer_tokens": 5, "no_repeat_ngram": 9, "split": "whole",
+      "metric": "rouge_l"}})",
+                                                "t.json");
+  EXPECT_EQ(no_repeat.get("x").no_repeat_ngram, 9);
+  EXPECT_THROW(ev::TemplateSet::parse(R"({"x": {"prefix": "", "segment": "{text}", "suffix": "",
+      "max_answer_tokens": 5, "no_repeat_ngram": -2, "split": "whole", "metric": "qa_f1"}})",
+                                      "t.json"),
+               hypic::Error);
   try {
     ev::TemplateSet::parse(R"({"x": {"prefix": "", "header": "{text}:", "segment": "{text}",
         "suffix": "", "max_answer_tokens": 5, "split": "whole", "metric": "qa_f1"}})",

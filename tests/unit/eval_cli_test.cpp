@@ -169,6 +169,22 @@ TEST_F(EvalCli, SummaryDatasetUsesRougeL) {
   const json s = json::parse(slurp(out / "summary.json"));
   EXPECT_EQ(s["metric"], "rouge_l");
   EXPECT_FALSE(s["modes"][0].contains("em"));
+  EXPECT_EQ(s["no_repeat_ngram"], 0) << "multi_news's template has none";
+  // --no-repeat-ngram reaches the decoder (PicModes.NoRepeatNgramHoldsInEveryMode checks the
+  // rule itself): with N = 1 no token may come twice, which changes a random model's answer.
+  const auto pred = [](const fs::path& run) {
+    const std::string lines = slurp(run / "full" / "multi_news.jsonl");
+    return json::parse(lines.substr(0, lines.find('\n')))["pred"].get<std::string>();
+  };
+  const fs::path plain = dir_ / "news_plain", once = dir_ / "news_once";
+  const std::string args =
+      base_args("multi_news", HYPIC_TEST_DATA_DIR "/datasets/multi_news.jsonl") +
+      " --modes full --limit 1 --max-new-tokens 40 --out ";
+  ASSERT_EQ(hypic(args + plain.string()).code, 0);
+  const CliRun nr = hypic(args + once.string() + " --no-repeat-ngram 1");
+  ASSERT_EQ(nr.code, 0) << nr.err;
+  EXPECT_EQ(json::parse(slurp(once / "summary.json"))["no_repeat_ngram"], 1);
+  EXPECT_NE(pred(plain), pred(once));
 }
 
 // LongBench's "Passage N:" as the template's header, a segment of its own: three passages in
@@ -234,6 +250,10 @@ TEST_F(EvalCli, BadInputsFailWithOneLine) {
       hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") +
             " --modes full,fast --out " + (dir_ / "bad3").string()),
       "fast");
+  expect_one_line_error(
+      hypic(base_args("hotpotqa", HYPIC_TEST_DATA_DIR "/datasets/hotpotqa.jsonl") +
+            " --no-repeat-ngram -2 --out " + (dir_ / "bad4").string()),
+      "--no-repeat-ngram");
   EXPECT_FALSE(fs::exists(dir_ / "bad1"));
   EXPECT_FALSE(fs::exists(dir_ / "bad2"));
 }

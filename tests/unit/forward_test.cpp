@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -329,4 +330,55 @@ TEST(ForwardBench, DISABLED_PrefillBenchPreset) {
         tm.attn_proj, tm.attn_core, tm.attn_out, tm.mlp, tm.moe_experts, tm.moe_shared, tm.lm_head);
   }
 }
+
+// argmax_no_repeat against its definition: the best token whose appending leaves every n-gram of
+// the answer distinct, found by trying each token and counting n-grams.
+bool repeats_an_ngram(const std::vector<int32_t>& seq, int n) {
+  for (size_t i = 0; i + n <= seq.size(); ++i)
+    for (size_t j = i + 1; j + n <= seq.size(); ++j)
+      if (std::equal(seq.begin() + i, seq.begin() + i + n, seq.begin() + j)) return true;
+  return false;
+}
+
+TEST(Decoding, NoRepeatNgramMatchesItsDefinition) {
+  std::mt19937 rng(7);
+  const int vocab = 6;  // few tokens, so repeats and bans are common
+  int banned_best = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 4);
+    // A repeat-free answer, grown with the rule itself checked by the definition below.
+    std::vector<int32_t> answer;
+    const int len = static_cast<int>(rng() % 12);
+    for (int t = 0; t < len; ++t) {
+      std::vector<int32_t> ok;
+      for (int32_t c = 0; c < vocab; ++c) {
+        std::vector<int32_t> s = answer;
+        s.push_back(c);
+        if (!repeats_an_ngram(s, n)) ok.push_back(c);
+      }
+      if (ok.empty()) break;
+      answer.push_back(ok[rng() % ok.size()]);
+    }
+    std::vector<float> logits(vocab);
+    for (float& v : logits) v = static_cast<float>(rng() % 5);  // ties on purpose
+    int32_t want = -1;
+    for (int32_t c = 0; c < vocab; ++c) {
+      std::vector<int32_t> s = answer;
+      s.push_back(c);
+      if (repeats_an_ngram(s, n)) continue;
+      if (want < 0 || logits[c] > logits[want]) want = c;
+    }
+    const int32_t got = hypic::model::argmax_no_repeat(logits.data(), vocab, answer, n);
+    if (want < 0) {
+      EXPECT_EQ(got, hypic::model::argmax(logits.data(), vocab)) << "every token banned";
+    } else {
+      ASSERT_EQ(got, want) << "trial " << trial << " n " << n;
+      banned_best += got != hypic::model::argmax(logits.data(), vocab);
+    }
+  }
+  EXPECT_GT(banned_best, 100);  // the rule changed the choice often enough to be tested
+  const std::vector<float> logits = {0, 3, 1};
+  EXPECT_EQ(hypic::model::argmax_no_repeat(logits.data(), 3, {1, 1}, 0), 1) << "0: plain argmax";
+}
+
 }  // namespace

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "cli_test_util.hpp"
@@ -97,6 +99,22 @@ TEST(ModelChecksCli, NonFiniteWeightIsNamedAndItsLogitsAreRefused) {
   write(tmp, "ids.json", "[1, 2, 3, 4]");
   r = hypic(tmp, "generate --model " + model + " --input-ids ids.json --max-new-tokens 3");
   ASSERT_EQ(r.code, 0) << r.err;
+  // --no-repeat-ngram 1: no id twice among 40 generated (a random model repeats ids without it).
+  const auto generated = [](const std::string& out) {  // {ids, distinct ids} of "generated:"
+    const size_t at = out.find("generated:");
+    std::istringstream line(out.substr(at + 10, out.find('\n', at) - at - 10));
+    std::set<std::string> seen;
+    size_t count = 0;
+    for (std::string id; line >> id; ++count) seen.insert(id);
+    return std::pair{count, seen.size()};
+  };
+  r = hypic(tmp, "generate --model " + model + " --input-ids ids.json --max-new-tokens 40");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(generated(r.out).second, 40u) << r.out;
+  r = hypic(tmp, "generate --model " + model +
+                     " --input-ids ids.json --max-new-tokens 40 --no-repeat-ngram 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(generated(r.out), (std::pair<size_t, size_t>{40, 40})) << r.out;
 
   const std::string bad = tensor_named(model, "layers.1.mlp.down_proj");
   poke_f32(model, bad, 5, std::numeric_limits<float>::quiet_NaN());

@@ -278,6 +278,39 @@ TEST(PicModes, StateContributionIsLoggedAtEverySpliceAndChangesNothing) {
   }
 }
 
+bool has_repeated_bigram(const std::vector<int32_t>& a) {
+  for (size_t i = 0; i + 2 <= a.size(); ++i)
+    for (size_t j = i + 1; j + 2 <= a.size(); ++j)
+      if (a[i] == a[j] && a[i + 1] == a[j + 1]) return true;
+  return false;
+}
+
+TEST(PicModes, NoRepeatNgramHoldsInEveryMode) {
+  // A random model loops under greedy decoding; with Query::no_repeat_ngram = 2 no bigram of
+  // the answer occurs twice, in full recompute as in the caching modes, and the first token,
+  // which nothing can ban, stays the plain greedy one.
+  Fixture f;
+  std::mt19937 rng(4);
+  const int V = f.cfg.vocab_size;
+  Query q{"r", {}, {}, random_tokens(rng, 5, V), 48};
+  for (int n : {30, 45}) q.segments.push_back(random_tokens(rng, n, V));
+  for (auto [mode, w] : {std::pair{Mode::Full, 8}, std::pair{Mode::Prefix, 8},
+                         std::pair{Mode::Pic, 8}, std::pair{Mode::PicAddition, 0}}) {
+    Engine plain_engine(f.model, f.fp, options(mode, w));
+    const QueryResult plain = plain_engine.run(q);
+    Query nr = q;
+    nr.no_repeat_ngram = 2;
+    Engine e(f.model, f.fp, options(mode, w));
+    const QueryResult r = e.run(nr);
+    const std::string what = std::string(hypic::pic::mode_name(mode)) + " W=" + std::to_string(w);
+    ASSERT_FALSE(r.answer.empty()) << what;
+    EXPECT_TRUE(has_repeated_bigram(plain.answer)) << what << ": the plain answer must loop";
+    EXPECT_FALSE(has_repeated_bigram(r.answer)) << what;
+    EXPECT_EQ(r.answer.front(), plain.answer.front()) << what;
+    EXPECT_EQ(r.first_logits, plain.first_logits) << what;
+  }
+}
+
 TEST(PicModes, RefusesBadQueries) {
   Fixture f;
   Engine e(f.model, f.fp, options(Mode::Pic, 8));
