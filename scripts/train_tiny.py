@@ -405,9 +405,9 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
     (pic_sim.py). distill: in such a row, each answer token's loss is (1 - distill) x its
     cross-entropy + distill x KL(full || pic), full being `teacher`'s full-recompute
     distribution at that token (default: this model's; no gradient through it); the other
-    tokens keep their cross-entropy. A list gives each row its own weight. parts: a dict that receives "answer_ce", the answer
-    tokens' mean cross-entropy before any mixing (with distill=1 the first value returned is
-    then the KL alone, and both come from one pass)."""
+    tokens keep their cross-entropy; a list gives each row its own weight. parts: a dict that
+    receives "answer_ce", the answer tokens' mean cross-entropy before any mixing (with
+    distill=1 the first value returned is then the KL alone, and both come from one pass)."""
     import torch
     import torch.nn.functional as F
 
