@@ -168,6 +168,11 @@ TEST_F(ServeCli, BadInputGivesOneClearLine) {
         R"({"id": "t", "segments": [{"tokens": [1, 99999]}], "question_tokens": [1]})"
         "\n");
   expect_one_line_error(hypic(base + p("badtok.jsonl")), "outside the vocabulary");
+  write("badrep.jsonl",
+        R"({"id": "r", "segments": ["doc0"], "question_tokens": [1], "no_repeat_ngram": -1})"
+        "\n");
+  expect_one_line_error(hypic(base + p("badrep.jsonl")),
+                        "\"no_repeat_ngram\" must be an integer in [0, 1048576]");
 
   // A store of another junction width, or of another model, is refused naming both.
   const std::string store = p("bad-store.h5");
