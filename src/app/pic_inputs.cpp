@@ -24,6 +24,15 @@ void line_require(bool cond, const std::string& message) {
   if (!cond) throw LineError(message);
 }
 
+// An optional integer field in [0, 2^20]; `fallback` when absent.
+int small_count(const json& j, const char* key, const std::string& what, int fallback) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j[key];
+  line_require(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= (1 << 20),
+               what + " \"" + key + "\" must be an integer in [0, 1048576]");
+  return v.get<int>();
+}
+
 std::string json_message(const json::exception& e) {
   const std::string what = e.what();
   const size_t close = what.find("] ");
@@ -200,21 +209,8 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
       q.question = text_tokens(j["question"], what + " \"question\"", tok, vocab, true);
     line_require(!q.question.empty(),
                  what + " needs a non-empty \"question\" (text) or \"question_tokens\"");
-    q.max_new_tokens = default_max_new_tokens;
-    if (j.contains("max_new_tokens")) {
-      line_require(j["max_new_tokens"].is_number_integer() &&
-                       j["max_new_tokens"].get<int64_t>() >= 0 &&
-                       j["max_new_tokens"].get<int64_t>() <= (1 << 20),
-                   what + " \"max_new_tokens\" must be an integer in [0, 1048576]");
-      q.max_new_tokens = j["max_new_tokens"].get<int>();
-    }
-    if (j.contains("no_repeat_ngram")) {
-      line_require(j["no_repeat_ngram"].is_number_integer() &&
-                       j["no_repeat_ngram"].get<int64_t>() >= 0 &&
-                       j["no_repeat_ngram"].get<int64_t>() <= (1 << 20),
-                   what + " \"no_repeat_ngram\" must be an integer in [0, 1048576]");
-      q.no_repeat_ngram = j["no_repeat_ngram"].get<int>();
-    }
+    q.max_new_tokens = small_count(j, "max_new_tokens", what, default_max_new_tokens);
+    q.no_repeat_ngram = small_count(j, "no_repeat_ngram", what, 0);
     if (j.contains("answers")) {
       const json& a = j["answers"];
       if (a.is_string()) {
