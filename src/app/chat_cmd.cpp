@@ -30,6 +30,7 @@ namespace {
 struct ChatArgs {
   std::string model, store, mode = "pic", junction = "8", dtype = "bf16", device;
   int max_new_tokens = 32;
+  int no_repeat_ngram = 0;
   double memory_budget_mib = 1024;
   int ranks = 0;
   bool byte_tokenizer = false;
@@ -37,6 +38,7 @@ struct ChatArgs {
 
 int run_chat(const ChatArgs& a) {
   HYPIC_REQUIRE(a.max_new_tokens > 0, "--max-new-tokens must be at least 1");
+  HYPIC_REQUIRE(a.no_repeat_ngram >= 0, "--no-repeat-ngram must be 0 (off) or a size");
   const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
@@ -53,9 +55,15 @@ int run_chat(const ChatArgs& a) {
   const bool interactive = isatty(fileno(stdin)) != 0;
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   m.tokenizer.require_text_support();  // a chat is all text
-  eval::ChatSession s(*m.model, m.fingerprint, m.tokenizer,
-                      {a.store, a.mode, a.junction, a.dtype, a.max_new_tokens, a.memory_budget_mib},
-                      interactive);
+  eval::ChatOptions options;
+  options.store = a.store;
+  options.mode = a.mode;
+  options.junction = a.junction;
+  options.dtype = a.dtype;
+  options.max_new_tokens = a.max_new_tokens;
+  options.no_repeat_ngram = a.no_repeat_ngram;
+  options.memory_budget_mib = a.memory_budget_mib;
+  eval::ChatSession s(*m.model, m.fingerprint, m.tokenizer, options, interactive);
   std::unique_ptr<cluster::RemoteColdSource> cold;
   if (world.size > 1) {
     cold = std::make_unique<cluster::RemoteColdSource>(
@@ -108,6 +116,10 @@ void add_chat_command(CLI::App& app) {
   sub->add_option("--junction", a->junction, "junction window: tokens, or a share in (0,1]")
       ->capture_default_str();
   sub->add_option("--max-new-tokens", a->max_new_tokens, "answer length")->capture_default_str();
+  sub->add_option("--no-repeat-ngram", a->no_repeat_ngram,
+                  "greedy decoding never repeats an n-gram of this many tokens within an answer "
+                  "(0: off)")
+      ->capture_default_str();
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of stores created here")

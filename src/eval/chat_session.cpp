@@ -274,6 +274,7 @@ class ChatSession::Impl {
     }
     q.question = tok_.encode("\nQuestion: " + question + "\nAnswer:", false);
     q.max_new_tokens = a_.max_new_tokens;
+    q.no_repeat_ngram = a_.no_repeat_ngram;
     n += static_cast<int64_t>(q.question.size());
     const std::string too_long = model::context_overflow(model_.config(), n, a_.max_new_tokens);
     HYPIC_REQUIRE(too_long.empty(),

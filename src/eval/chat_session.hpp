@@ -19,6 +19,7 @@ struct ChatOptions {
   std::string store;  // the user's store for the starting junction ("": session stores only)
   std::string mode = "pic", junction = "8", dtype = "bf16";
   int max_new_tokens = 32;
+  int no_repeat_ngram = 0;  // > 0: no n-gram of this size twice in an answer (pic::Query)
   double memory_budget_mib = 1024;
 };
 

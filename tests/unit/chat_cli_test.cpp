@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,36 @@ TEST_F(ChatCli, FoldersTypedBlocksAndModes) {
   EXPECT_NE(stats[1].find("junction 4"), std::string::npos) << stats[1];
   // The same documents in the other order: position-independent reuse.
   EXPECT_NE(stats[2].find("hits 2 (memory 2, store 0) | colds 0"), std::string::npos) << stats[2];
+}
+
+TEST_F(ChatCli, NoRepeatNgramReachesEveryAnswer) {
+  // The random model loops; --no-repeat-ngram 1 forbids any token twice in an answer. With
+  // the byte tokenizer each ASCII character is one token (bytes above 127 print as U+FFFD,
+  // and a line break as "\\n", so only letters other than n and digits are counted).
+  const std::string script =
+      "add-text Varnholm was founded in 1622 by salt traders.\n"
+      "ask Who founded it?\n"
+      "ask-on t1 Who founded it?\n";
+  const CliRun plain = chat("--max-new-tokens 24", script);
+  const CliRun banned = chat("--max-new-tokens 24 --no-repeat-ngram 1", script);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(banned.code, 0) << banned.err;
+  const std::vector<std::string> a0 = lines_starting(plain.out, "answer: ");
+  const std::vector<std::string> a1 = lines_starting(banned.out, "answer: ");
+  ASSERT_EQ(a0.size(), 2u) << plain.out;
+  ASSERT_EQ(a1.size(), 2u) << banned.out;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(a0[i], a1[i]) << "the rule changed nothing: " << a0[i];
+    int seen[128] = {};
+    for (char c : a1[i].substr(8))
+      if (std::isalnum(static_cast<unsigned char>(c)) && c != 'n') {
+        EXPECT_EQ(++seen[static_cast<int>(c)], 1) << "'" << c << "' twice in " << a1[i];
+      }
+  }
+  const CliRun bad = chat("--no-repeat-ngram -2", script);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--no-repeat-ngram must be 0 (off) or a size"), std::string::npos)
+      << bad.err;
 }
 
 }  // namespace
