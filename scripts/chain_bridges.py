@@ -12,8 +12,8 @@ the prompt (a line of the context that is the name alone) or another name. Stand
 only.
 """
 import collections
-import json
-import sys
+
+from first_step_errors import paired_rows
 
 KINDS = ("founder_job", "mentor_born", "two_hop")
 
@@ -23,35 +23,23 @@ def norm(text):
 
 
 def main():
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: chain_bridges.py HELD_OUT.jsonl PREDICTIONS.jsonl")
-    gold = {}
-    with open(sys.argv[1]) as f:
-        for line in f:
-            row = json.loads(line)
-            gold[row["_id"]] = row
     counts = collections.defaultdict(collections.Counter)
-    with open(sys.argv[2]) as f:
-        for line in f:
-            row = json.loads(line)
-            g = gold.get(row["_id"])
-            if g is None:
-                raise SystemExit(f"{row['_id']} is not in {sys.argv[1]}")
-            kind = g.get("kind")
-            if kind not in KINDS:
-                continue
-            if ", " not in g["answers"][0]:
-                raise SystemExit(f"{row['_id']}: not a chain answer: {g['answers'][0]!r}")
-            c = counts[kind]
-            c["questions"] += 1
-            c["both right"] += row["em"] >= 1
-            bridge = norm(row["pred"].strip().split("\n")[0].split(", ")[0])
-            if bridge == norm(g["answers"][0].split(", ")[0]):
-                c["bridge right"] += 1
-            elif bridge in {norm(t) for t in g["context"].split("\n")}:
-                c["wrong: heads a passage"] += 1
-            else:
-                c["wrong: other"] += 1
+    for g, row in paired_rows("chain_bridges.py"):
+        kind = g.get("kind")
+        if kind not in KINDS:
+            continue
+        if ", " not in g["answers"][0]:
+            raise SystemExit(f"{row['_id']}: not a chain answer: {g['answers'][0]!r}")
+        c = counts[kind]
+        c["questions"] += 1
+        c["both right"] += row["em"] >= 1
+        bridge = norm(row["pred"].strip().split("\n")[0].split(", ")[0])
+        if bridge == norm(g["answers"][0].split(", ")[0]):
+            c["bridge right"] += 1
+        elif bridge in {norm(t) for t in g["context"].split("\n")}:
+            c["wrong: heads a passage"] += 1
+        else:
+            c["wrong: other"] += 1
     cols = ["questions", "bridge right", "both right", "wrong: heads a passage", "wrong: other"]
     print("| kind | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))

@@ -16,34 +16,41 @@ import sys
 RELATION = {"Who was the mentor of ": "studied under ", "Who founded ": "was founded by "}
 
 
-def main():
+def paired_rows(usage):
+    """(held-out row, prediction row) for each line of the predictions file, from the two
+    paths on the command line; one line and exit 1 for a prediction the set does not hold."""
     if len(sys.argv) != 3:
-        raise SystemExit("usage: first_step_errors.py HELD_OUT.jsonl PREDICTIONS.jsonl")
+        raise SystemExit(f"usage: {usage} HELD_OUT.jsonl PREDICTIONS.jsonl")
     gold = {}
     with open(sys.argv[1]) as f:
         for line in f:
             row = json.loads(line)
             gold[row["_id"]] = row
-    counts = collections.Counter()
     with open(sys.argv[2]) as f:
         for line in f:
             row = json.loads(line)
             g = gold.get(row["_id"])
             if g is None:
                 raise SystemExit(f"{row['_id']} is not in {sys.argv[1]}")
-            ask = next((a for a in RELATION if g["input"].startswith(a)), None)
-            if ask is None:
-                raise SystemExit(f"{row['_id']}: not a first-step question: {g['input']!r}")
-            if row["em"] >= 1:
-                counts["right"] += 1
-                continue
-            pred = row["pred"].strip()
-            if pred and RELATION[ask] + pred in g["context"]:
-                counts["wrong: the same relation, another subject"] += 1
-            elif pred and pred in g["context"]:
-                counts["wrong: another name in the prompt"] += 1
-            else:
-                counts["wrong: not in the prompt"] += 1
+            yield g, row
+
+
+def main():
+    counts = collections.Counter()
+    for g, row in paired_rows("first_step_errors.py"):
+        ask = next((a for a in RELATION if g["input"].startswith(a)), None)
+        if ask is None:
+            raise SystemExit(f"{row['_id']}: not a first-step question: {g['input']!r}")
+        if row["em"] >= 1:
+            counts["right"] += 1
+            continue
+        pred = row["pred"].strip()
+        if pred and RELATION[ask] + pred in g["context"]:
+            counts["wrong: the same relation, another subject"] += 1
+        elif pred and pred in g["context"]:
+            counts["wrong: another name in the prompt"] += 1
+        else:
+            counts["wrong: not in the prompt"] += 1
     total = sum(counts.values())
     for what, n in counts.most_common():
         print(f"{n:4d} / {total}  {what}")
