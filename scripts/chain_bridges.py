@@ -1,25 +1,41 @@
 #!/usr/bin/env python3
-"""The bridge of chain answers (train_tiny.py --answers chain), per two-passage kind.
+"""The bridge of two-step answers (train_tiny.py --answers chain or evidence), per kind.
 
     python3 scripts/chain_bridges.py DATA/synthqa_long.jsonl RUN/full/synthqa_long.jsonl
 
 The first file is a held-out set written with `--answers chain` (`answers` such as
-"Kora Vell, born in Dravo"), the second `hypic eval`'s per-example output for it (`_id`,
+"Kora Vell, born in Dravo") or `--answers evidence` ("Tam Oro studied under Kora Vell. Kora
+Vell was born in Dravo."), the second `hypic eval`'s per-example output for it (`_id`,
 `pred`, `em`). For two_hop, mentor_born and founder_job it counts the answers whose bridge
-(the text before the first ", " of the answer's first line) is the reference's, the answers
-right in both steps, and where a wrong bridge comes from: an entity that heads a passage of
-the prompt (a line of the context that is the name alone) or another name. Standard library
-only.
+is the reference's, the answers right in both steps, and where a wrong bridge comes from: an
+entity that heads a passage of the prompt (a line of the context that is the name alone) or
+another name. The bridge is the text before the first ", " of the answer's first line
+(chain), or what follows the step's relation ("studied under", "worked at", "was founded
+by") in its first sentence (evidence; an answer without that sentence counts as other).
+Standard library only.
 """
 import collections
 
 from first_step_errors import paired_rows
 
 KINDS = ("founder_job", "mentor_born", "two_hop")
+RELATION = {"founder_job": " was founded by ", "mentor_born": " studied under ",
+            "two_hop": " worked at "}
 
 
 def norm(text):
     return " ".join(text.lower().split())
+
+
+def bridge(text, kind, evidence):
+    """The bridge an answer names ('' where an evidence answer lacks the step's sentence)."""
+    line = text.strip().split("\n")[0]
+    if not evidence:
+        return norm(line.split(", ")[0])
+    first = line.split(". ")[0]
+    if RELATION[kind] not in first:
+        return ""
+    return norm(first.split(RELATION[kind], 1)[1].rstrip("."))
 
 
 def main():
@@ -28,15 +44,17 @@ def main():
         kind = g.get("kind")
         if kind not in KINDS:
             continue
-        if ", " not in g["answers"][0]:
-            raise SystemExit(f"{row['_id']}: not a chain answer: {g['answers'][0]!r}")
+        ref = g["answers"][0]
+        evidence = RELATION[kind] in ref
+        if not evidence and ", " not in ref:
+            raise SystemExit(f"{row['_id']}: not a chain or evidence answer: {ref!r}")
         c = counts[kind]
         c["questions"] += 1
         c["both right"] += row["em"] >= 1
-        bridge = norm(row["pred"].strip().split("\n")[0].split(", ")[0])
-        if bridge == norm(g["answers"][0].split(", ")[0]):
+        named = bridge(row["pred"], kind, evidence)
+        if named == bridge(ref, kind, evidence):
             c["bridge right"] += 1
-        elif bridge in {norm(t) for t in g["context"].split("\n")}:
+        elif named and named in {norm(t) for t in g["context"].split("\n")}:
             c["wrong: heads a passage"] += 1
         else:
             c["wrong: other"] += 1

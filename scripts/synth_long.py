@@ -112,14 +112,42 @@ class LongWorld:
         return "Later years\n" + " ".join(fill)
 
 
-def long_question(e, kind, world, chain=False):
-    """(question, answer, the passages needed in reading order). With `chain`, the answer to
-    a question whose evidence is in two named passages names the bridge entity first and then
-    the fact about it ("Brell Works, based in Dravo"), as the passages word them: the model
-    reads one passage per step of its answer, and exact match needs both steps right.
-    Without it (the committed held-out sets and model), the answer is the fact alone.
-    `mentor` and `founder` ask a chain's first step on its own (training follow-ups and
+ANSWER_STYLES = ("final", "chain", "sentences", "evidence")
+# The first step's sentence in its passage, up to the bridge (answers "sentences", "evidence").
+STEP_WORDS = {"two_hop": "{} worked at", "mentor_born": "{} studied under",
+              "founder_job": "{} was founded by"}
+
+
+def long_question(e, kind, world, answers="final"):
+    """(question, answer, the passages needed in reading order). `answers` words the answer
+    to a question whose evidence is in two named passages (two_hop, mentor_born,
+    founder_job):
+    - "final": the fact alone ("Dravo"; the long model's runs 1-6);
+    - "chain" (the committed long model and demo set): the bridge entity first, then the
+      fact about it ("Brell Works, based in Dravo"), so the model reads one passage per
+      step of its answer;
+    - "sentences": the two sentences of the passages that hold the steps, word for word
+      ("Tarik Velmo worked at Brell Works. Brell Works is based in Dravo.");
+    - "evidence": the first step's sentence, then the chain's second step ("Tarik Velmo
+      worked at Brell Works, based in Dravo").
+    In "sentences" and "evidence" the bridge is the word that follows its subject and
+    relation in its passage, those words written just before it, as after a question that
+    asks the step on its own. With every style but "final", exact match needs both steps
+    right. moved_to (the pronoun note) keeps the fact alone in every style. `mentor` and
+    `founder` ask a chain's first step on its own (training follow-ups and
     synthqa_long_sub.jsonl only; the employer step is `employer`)."""
+    if answers not in ANSWER_STYLES:
+        raise ValueError(f"answers must be one of {ANSWER_STYLES}, not {answers!r}")
+    if answers in ("sentences", "evidence") and kind in STEP_WORDS:
+        question, chained, needed = long_question(e, kind, world, "chain")
+        bridge = needed[1]["name"]
+        step = STEP_WORDS[kind].format(e["name"]) + " " + bridge
+        if answers == "evidence":
+            return question, step + chained[len(bridge):], needed
+        fact = {"two_hop": "is based in {town}", "mentor_born": "was born in {town}",
+                "founder_job": "worked as a {job}"}[kind].format(**needed[1])
+        return question, f"{step}. {bridge} {fact}.", needed
+    chain = answers == "chain"
     if kind == "mentor":
         return f"Who was the mentor of {e['name']}?", e["mentor"], [e]
     if kind == "founder":
@@ -202,7 +230,7 @@ def _arrange(needed, others, rng, far):
     return out
 
 
-def draw_long_prompt(world, rng, passages=(16, 32), kind=None, chain=False):
+def draw_long_prompt(world, rng, passages=(16, 32), kind=None, answers="final"):
     """A question over `passages` passages (fewest, most; person notes count)."""
     if kind is None:
         kind = rng.choices(LONG_KINDS, weights=[1] * len(SINGLE_KINDS) +
@@ -211,7 +239,7 @@ def draw_long_prompt(world, rng, passages=(16, 32), kind=None, chain=False):
         target = rng.choice(world.companies)
     else:
         target = rng.choice(world.persons)
-    q, a, needed = long_question(target, kind, world, chain)
+    q, a, needed = long_question(target, kind, world, answers)
     entities = _fill(world, rng, needed, rng.randint(*passages))
     order = _arrange(needed, [e for e in entities if e not in needed], rng,
                      far=rng.random() < 0.8)
@@ -262,7 +290,8 @@ def draw_summary_prompt(world, rng, passages=(16, 32)):
     return {"kind": "summary", "question": "", "answer": summary_of(order), "entities": order}
 
 
-def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False, sub_share=None):
+def followups(ex, world, rng, most, answers="final", cross_share=None, sub=False,
+              sub_share=None):
     """Distinct further questions on the prompt's passages (never the first question). With
     `cross_share`, up to that share of them are of the CROSS_KINDS (as many as the prompt
     has), the rest one-passage ones; without it, a uniform draw over all of them. With
@@ -272,7 +301,7 @@ def followups(ex, world, rng, most, chain=False, cross_share=None, sub=False, su
     pairs = []
     for e in ex["entities"]:
         for k in kinds_for(e, sub):
-            q, a, needed = long_question(e, k, world, chain)
+            q, a, needed = long_question(e, k, world, answers)
             if q != ex["question"] and all(n["name"] in names for n in needed):
                 pairs.append((q, a, k))
     rng.shuffle(pairs)

@@ -582,7 +582,7 @@ def encode_long(tok, ex, summary=False, more=(), header=""):
     return ids, enc(" " + ex["answer"]) + [0], follow, spans
 
 
-def long_training_example(pools, tok, rng, passages, summary, most_followups, chain=False,
+def long_training_example(pools, tok, rng, passages, summary, most_followups, answers="final",
                           cross_share=None, sub=False, header="", sub_share=None):
     import synth_long as sl
 
@@ -590,8 +590,8 @@ def long_training_example(pools, tok, rng, passages, summary, most_followups, ch
     if summary:
         ex = sl.draw_summary_prompt(world, rng, passages)
         return encode_long(tok, ex, summary=True, header=header)
-    ex = sl.draw_long_prompt(world, rng, passages, chain=chain)
-    return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, chain,
+    ex = sl.draw_long_prompt(world, rng, passages, answers=answers)
+    return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, answers,
                                                   cross_share, sub, sub_share))
 
 
@@ -638,7 +638,7 @@ def write_long_datasets(pools, tok, args):
         rng = random.Random(args.seed + offset)
         world = sl.LongWorld(pools, rng, 150, 50, JOBS, PRODUCTS)
         exs = [sl.draw_summary_prompt(world, rng) if summary else
-               sl.draw_long_prompt(world, rng, chain=args.answers == "chain") for _ in range(n)]
+               sl.draw_long_prompt(world, rng, answers=args.answers) for _ in range(n)]
         write_long_jsonl(folder / f"{name}.jsonl", name, exs, summary)
         if name == "synthqa_long" and args.sub_questions:
             step = {"mentor_born": "mentor", "founder_job": "founder"}
@@ -710,8 +710,8 @@ def first_step_share(pools, args):
     tally = {"followups": 0, "first_steps": 0}
     for _ in range(FIRST_STEP_ROWS):
         world = sl.training_world(pools, rng, JOBS, PRODUCTS)
-        ex = sl.draw_long_prompt(world, rng, passages, chain=args.answers == "chain")
-        more = sl.followups(ex, world, rng, args.followups, args.answers == "chain",
+        ex = sl.draw_long_prompt(world, rng, passages, answers=args.answers)
+        more = sl.followups(ex, world, rng, args.followups, args.answers,
                             args.cross_followups, True, args.sub_share)
         tally["followups"] += len(more)
         tally["first_steps"] += sum(sl.is_first_step(q) for q, _ in more)
@@ -834,7 +834,7 @@ def main_long(args):
             share = args.summary_share
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
-                                          args.answers == "chain", args.cross_followups,
+                                          args.answers, args.cross_followups,
                                           args.sub_questions, header, args.sub_share)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
@@ -971,11 +971,16 @@ def main():
     ap.add_argument("--last-stage-only", action="store_true",
                     help="--task long: train on LONG_PLAN's last stage throughout (fine-tuning "
                          "a long-task model)")
-    ap.add_argument("--answers", choices=["final", "chain"], default="final",
+    ap.add_argument("--answers", choices=["final", "chain", "sentences", "evidence"],
+                    default="final",
                     help="--task long: answers to the two-named-passage questions, in training "
-                         "and in the held-out sets written: final is the fact alone (the "
-                         "committed sets and model); chain names the bridge entity, then the "
-                         "fact (\"Brell Works, based in Dravo\")")
+                         "and in the held-out sets written: final is the fact alone; chain (the "
+                         "committed long model) names the bridge entity, then the fact "
+                         "(\"Brell Works, based in Dravo\"); sentences writes the two "
+                         "passage sentences the steps read (\"Tarik Velmo worked at Brell "
+                         "Works. Brell Works is based in Dravo.\"); evidence the first of them, "
+                         "then the chain's second step (\"Tarik Velmo worked at Brell Works, "
+                         "based in Dravo\"); see synth_long.py")
     ap.add_argument("--cross-followups", type=float, default=None,
                     help="--task long: share of each QA row's follow-up questions drawn from the "
                          "cross-passage kinds (as many as the prompt has); default: uniform")
