@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""The bridge of two-step answers (train_tiny.py --answers chain or evidence), per kind.
+"""The bridge of two-step answers (train_tiny.py --answers chain|sentences|evidence), per kind.
 
     python3 scripts/chain_bridges.py DATA/synthqa_long.jsonl RUN/full/synthqa_long.jsonl
 
-The first file is a held-out set written with `--answers chain` (`answers` such as
-"Kora Vell, born in Dravo") or `--answers evidence` ("Tam Oro studied under Kora Vell. Kora
-Vell was born in Dravo."), the second `hypic eval`'s per-example output for it (`_id`,
-`pred`, `em`). For two_hop, mentor_born and founder_job it counts the answers whose bridge
-is the reference's, the answers right in both steps, and where a wrong bridge comes from: an
-entity that heads a passage of the prompt (a line of the context that is the name alone) or
-another name. The bridge is the text before the first ", " of the answer's first line
-(chain), or what follows the step's relation ("studied under", "worked at", "was founded
-by") in its first sentence (evidence; an answer without that sentence counts as other).
-Standard library only.
+The first file is a held-out set written with `--answers chain` (`answers` such as "Kora
+Vell, born in Dravo"), `sentences` ("Tam Oro studied under Kora Vell. Kora Vell was born in
+Dravo.") or `evidence` ("Tam Oro studied under Kora Vell, born in Dravo"), the second `hypic
+eval`'s per-example output for it (`_id`, `pred`, `em`). For two_hop, mentor_born and
+founder_job it counts the answers whose bridge is the reference's, the answers right in
+both steps, and where a wrong bridge comes from: an entity that heads a passage of the
+prompt (a line of the context that is the name alone) or another name; then, over the whole
+file, the answers whose fact is right whatever their bridge (the other kinds: exact match),
+which is how answers of the fact alone are scored. The bridge is the text before the first
+", " of the answer's first line (chain), or what follows the step's relation ("studied
+under", "worked at", "was founded by") in its first sentence (sentences, evidence; an answer
+without that sentence counts as other). Standard library only.
 """
 import collections
+import re
 
 from first_step_errors import paired_rows
 
@@ -23,8 +26,18 @@ RELATION = {"founder_job": " was founded by ", "mentor_born": " studied under ",
             "two_hop": " worked at "}
 
 
+# The fact a two-step answer ends with: after "born in", "based in", ", a" or "worked as a".
+FACT = re.compile(r"(?:born in|based in|, a|worked as a) ([^.,]+)\.?$")
+
+
 def norm(text):
     return " ".join(text.lower().split())
+
+
+def fact(text):
+    """The last fact a two-step answer states ('' if none)."""
+    m = FACT.search(text.strip().split("\n")[0].strip())
+    return norm(m.group(1)) if m else ""
 
 
 def bridge(text, kind, evidence):
@@ -40,9 +53,12 @@ def bridge(text, kind, evidence):
 
 def main():
     counts = collections.defaultdict(collections.Counter)
+    fact_right = total = 0
     for g, row in paired_rows("chain_bridges.py"):
         kind = g.get("kind")
+        total += 1
         if kind not in KINDS:
+            fact_right += row["em"] >= 1
             continue
         ref = g["answers"][0]
         evidence = RELATION[kind] in ref
@@ -51,6 +67,7 @@ def main():
         c = counts[kind]
         c["questions"] += 1
         c["both right"] += row["em"] >= 1
+        fact_right += fact(row["pred"]) == fact(ref)
         named = bridge(row["pred"], kind, evidence)
         if named == bridge(ref, kind, evidence):
             c["bridge right"] += 1
@@ -64,6 +81,8 @@ def main():
     for kind in KINDS:
         if counts[kind]["questions"]:
             print(f"| {kind} | " + " | ".join(str(counts[kind][k]) for k in cols) + " |")
+    print(f"\nthe fact right, whatever the bridge (exact match as if the answers were the fact "
+          f"alone): {fact_right} / {total} ({100 * fact_right / max(total, 1):.1f} %)")
 
 
 if __name__ == "__main__":
