@@ -63,7 +63,7 @@ def main():
         ref = g["answers"][0]
         evidence = RELATION[kind] in ref
         if not evidence and ", " not in ref:
-            raise SystemExit(f"{row['_id']}: not a chain or evidence answer: {ref!r}")
+            raise SystemExit(f"{row['_id']}: not a chain, sentences or evidence answer: {ref!r}")
         c = counts[kind]
         c["questions"] += 1
         c["both right"] += row["em"] >= 1
