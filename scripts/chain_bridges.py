@@ -14,7 +14,9 @@ file, the answers whose fact is right whatever their bridge (the other kinds: ex
 which is how answers of the fact alone are scored. The bridge is the text before the first
 ", " of the answer's first line (chain), or what follows the step's relation ("studied
 under", "worked at", "was founded by") in its first sentence (sentences, evidence; an answer
-without that sentence counts as other). Standard library only.
+without that sentence counts as other). For those two styles, "subject wrong" counts the
+answers that do not begin with the question's subject and the step's relation, as the
+reference does. Standard library only.
 """
 import collections
 import re
@@ -54,6 +56,7 @@ def bridge(text, kind, evidence):
 def main():
     counts = collections.defaultdict(collections.Counter)
     fact_right = total = 0
+    restating = False
     for g, row in paired_rows("chain_bridges.py"):
         kind = g.get("kind")
         total += 1
@@ -62,12 +65,16 @@ def main():
             continue
         ref = g["answers"][0]
         evidence = RELATION[kind] in ref
+        restating |= evidence
         if not evidence and ", " not in ref:
             raise SystemExit(f"{row['_id']}: not a chain, sentences or evidence answer: {ref!r}")
         c = counts[kind]
         c["questions"] += 1
         c["both right"] += row["em"] >= 1
         fact_right += fact(row["pred"]) == fact(ref)
+        if evidence:
+            subject = ref.split(RELATION[kind], 1)[0]
+            c["subject wrong"] += not row["pred"].strip().startswith(subject + RELATION[kind])
         named = bridge(row["pred"], kind, evidence)
         if named == bridge(ref, kind, evidence):
             c["bridge right"] += 1
@@ -76,6 +83,8 @@ def main():
         else:
             c["wrong: other"] += 1
     cols = ["questions", "bridge right", "both right", "wrong: heads a passage", "wrong: other"]
+    if restating:
+        cols.append("subject wrong")
     print("| kind | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for kind in KINDS:
