@@ -7,25 +7,26 @@ The first file is a held-out set written with `--answers chain` (`answers` such 
 Vell, born in Dravo"), `sentences` ("Tam Oro studied under Kora Vell. Kora Vell was born in
 Dravo.") or `evidence` ("Tam Oro studied under Kora Vell, born in Dravo"), the second `hypic
 eval`'s per-example output for it (`_id`, `pred`, `em`). For two_hop, mentor_born and
-founder_job it counts the answers whose bridge is the reference's, the answers right in
-both steps, and where a wrong bridge comes from: an entity that heads a passage of the
-prompt (a line of the context that is the name alone) or another name; then, over the whole
-file, the answers whose fact is right whatever their bridge (the other kinds: exact match),
-which is how answers of the fact alone are scored. The bridge is the text before the first
-", " of the answer's first line (chain), or what follows the step's relation ("studied
-under", "worked at", "was founded by") in its first sentence (sentences, evidence; an answer
-without that sentence counts as other). For those two styles, "subject wrong" counts the
-answers that do not begin with the question's subject and the step's relation, as the
-reference does. Standard library only.
+founder_job it counts the answers whose bridge is the reference's, the answers right in both
+steps, and where a wrong bridge comes from: an entity that heads a passage of the prompt (a
+line of the context that is the name alone) or another name; then, over the whole file, the
+answers whose fact is right whatever their bridge (the other kinds: exact match), which is
+how answers of the fact alone are scored (per kind: "fact right"). The bridge is the text
+before the first ", " of the answer's first line (chain), or what follows the step's
+relation ("studied under", "worked at", "was founded by") in its first sentence (sentences,
+evidence; an answer without that sentence counts as other). For those two styles, "subject
+wrong" counts the answers that do not begin with the question's subject and the step's
+relation, as the reference does. Standard library only.
 """
 import collections
 import re
 
 from first_step_errors import paired_rows
+from synth_long import STEP_WORDS
 
 KINDS = ("founder_job", "mentor_born", "two_hop")
-RELATION = {"founder_job": " was founded by ", "mentor_born": " studied under ",
-            "two_hop": " worked at "}
+# The first step's relation as its passage words it (" studied under ").
+RELATION = {k: STEP_WORDS[k].format("") + " " for k in KINDS}
 
 
 # The fact a two-step answer ends with: after "born in", "based in", ", a" or "worked as a".
@@ -42,10 +43,10 @@ def fact(text):
     return norm(m.group(1)) if m else ""
 
 
-def bridge(text, kind, evidence):
-    """The bridge an answer names ('' where an evidence answer lacks the step's sentence)."""
+def bridge(text, kind, restates):
+    """The bridge an answer names ('' where a restating answer lacks the step's sentence)."""
     line = text.strip().split("\n")[0]
-    if not evidence:
+    if not restates:
         return norm(line.split(", ")[0])
     first = line.split(". ")[0]
     if RELATION[kind] not in first:
@@ -56,7 +57,6 @@ def bridge(text, kind, evidence):
 def main():
     counts = collections.defaultdict(collections.Counter)
     fact_right = total = 0
-    restating = False
     for g, row in paired_rows("chain_bridges.py"):
         kind = g.get("kind")
         total += 1
@@ -64,32 +64,34 @@ def main():
             fact_right += row["em"] >= 1
             continue
         ref = g["answers"][0]
-        evidence = RELATION[kind] in ref
-        restating |= evidence
-        if not evidence and ", " not in ref:
+        restates = RELATION[kind] in ref
+        if not restates and ", " not in ref:
             raise SystemExit(f"{row['_id']}: not a chain, sentences or evidence answer: {ref!r}")
         c = counts[kind]
         c["questions"] += 1
         c["both right"] += row["em"] >= 1
-        fact_right += fact(row["pred"]) == fact(ref)
-        if evidence:
+        c["fact right"] += fact(row["pred"]) == fact(ref)
+        if restates:
+            c["restating"] += 1
             subject = ref.split(RELATION[kind], 1)[0]
             c["subject wrong"] += not row["pred"].strip().startswith(subject + RELATION[kind])
-        named = bridge(row["pred"], kind, evidence)
-        if named == bridge(ref, kind, evidence):
+        named = bridge(row["pred"], kind, restates)
+        if named == bridge(ref, kind, restates):
             c["bridge right"] += 1
         elif named and named in {norm(t) for t in g["context"].split("\n")}:
             c["wrong: heads a passage"] += 1
         else:
             c["wrong: other"] += 1
-    cols = ["questions", "bridge right", "both right", "wrong: heads a passage", "wrong: other"]
-    if restating:
+    cols = ["questions", "bridge right", "both right", "wrong: heads a passage", "wrong: other",
+            "fact right"]
+    if any(c["restating"] for c in counts.values()):
         cols.append("subject wrong")
     print("| kind | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for kind in KINDS:
         if counts[kind]["questions"]:
             print(f"| {kind} | " + " | ".join(str(counts[kind][k]) for k in cols) + " |")
+    fact_right += sum(c["fact right"] for c in counts.values())
     print(f"\nthe fact right, whatever the bridge (exact match as if the answers were the fact "
           f"alone): {fact_right} / {total} ({100 * fact_right / max(total, 1):.1f} %)")
 

@@ -13,7 +13,11 @@ import collections
 import json
 import sys
 
-RELATION = {"Who was the mentor of ": "studied under ", "Who founded ": "was founded by "}
+from synth_long import QUESTIONS, STEP_WORDS
+
+# A first-step question's opening -> the relation its passage sentence states ("studied under ").
+RELATION = {QUESTIONS[ask].split("{}")[0]: STEP_WORDS[kind].format("").strip() + " "
+            for ask, kind in (("mentor", "mentor_born"), ("founder", "founder_job"))}
 
 
 def paired_rows(usage):

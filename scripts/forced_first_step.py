@@ -26,12 +26,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import synth_long as sl  # noqa: E402
 
-# The question's subject, per kind (synth_long.long_question's wording).
-SUBJECT = {"two_hop": r"^Where is the company that (.+) worked at based\?$",
-           "mentor_born": r"^Where was the mentor of (.+) born\?$",
-           "founder_job": r"^What was the job of the founder of (.+)\?$"}
-ALONE = {"two_hop": "Which company did {} work at?", "mentor_born": "Who was the mentor of {}?",
-         "founder_job": "Who founded {}?"}
+# The question that asks each kind's first step on its own.
+ALONE = {"two_hop": sl.QUESTIONS["employer"], "mentor_born": sl.QUESTIONS["mentor"],
+         "founder_job": sl.QUESTIONS["founder"]}
+# The question's subject, per kind, read back from synth_long's wording.
+SUBJECT = {k: "^" + re.escape(sl.QUESTIONS[k]).replace(re.escape("{}"), "(.+)") + "$"
+           for k in ALONE}
 
 
 def bridge_of(answer, kind):

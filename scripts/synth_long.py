@@ -27,6 +27,25 @@ SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "
 CROSS_KINDS = ["two_hop", "mentor_born", "founder_job", "moved_to"]
 LONG_KINDS = SINGLE_KINDS + CROSS_KINDS
 
+# Question wording per kind ({} is the subject's name). `mentor` and `founder` ask a chain's
+# first step on its own; the employer step is `employer`.
+QUESTIONS = {"born_where": "Where was {} born?", "born_when": "In which year was {} born?",
+             "job": "What was {}'s job?", "employer": "Which company did {} work at?",
+             "company_where": "Where is {} based?",
+             "company_when": "In which year was {} founded?", "product": "What does {} make?",
+             "two_hop": "Where is the company that {} worked at based?",
+             "mentor_born": "Where was the mentor of {} born?",
+             "founder_job": "What was the job of the founder of {}?",
+             "moved_to": "Where did {} move to?", "mentor": "Who was the mentor of {}?",
+             "founder": "Who founded {}?"}
+# The passage sentences a two-passage question chains, per kind: the first step's up to its
+# bridge ({} the subject), the second step's ({name} the bridge). The passages and the
+# answers of the styles "sentences" and "evidence" are written from these.
+STEP_WORDS = {"two_hop": "{} worked at", "mentor_born": "{} studied under",
+              "founder_job": "{} was founded by"}
+FACT_WORDS = {"two_hop": "{name} is based in {town}", "mentor_born": "{name} was born in {town}",
+              "founder_job": "{name} worked as a {job}"}
+
 
 class LongWorld:
     """Persons (with a mentor and a move, told in a pronoun-only continuation passage) and
@@ -85,12 +104,14 @@ class LongWorld:
     def _passage(self, e, rng):
         n = e["name"]
         if e["kind"] == "person":
-            core = [f"{n} was born in {e['town']}.", f"{n} was born in {e['year']}.",
-                    f"{n} worked as a {e['job']}.", f"{n} worked at {e['company']}.",
-                    f"{n} studied under {e['mentor']}."]
+            core = [FACT_WORDS["mentor_born"].format(**e) + ".", f"{n} was born in {e['year']}.",
+                    FACT_WORDS["founder_job"].format(**e) + ".",
+                    f"{STEP_WORDS['two_hop'].format(n)} {e['company']}.",
+                    f"{STEP_WORDS['mentor_born'].format(n)} {e['mentor']}."]
         else:
-            core = [f"{n} is based in {e['town']}.", f"{n} was founded in {e['year']}.",
-                    f"{n} makes {e['product']}.", f"{n} was founded by {e['founder']}."]
+            core = [FACT_WORDS["two_hop"].format(**e) + ".", f"{n} was founded in {e['year']}.",
+                    f"{n} makes {e['product']}.",
+                    f"{STEP_WORDS['founder_job'].format(n)} {e['founder']}."]
         fill = [self._filler(rng, n, e["kind"] == "company") for _ in range(rng.randint(12, 22))]
         # The facts keep their order but are scattered among the other sentences.
         slots = sorted(rng.sample(range(len(core) + len(fill)), len(core)))
@@ -113,9 +134,6 @@ class LongWorld:
 
 
 ANSWER_STYLES = ("final", "chain", "sentences", "evidence")
-# The first step's sentence in its passage, up to the bridge (answers "sentences", "evidence").
-STEP_WORDS = {"two_hop": "{} worked at", "mentor_born": "{} studied under",
-              "founder_job": "{} was founded by"}
 
 
 def long_question(e, kind, world, answers="final"):
@@ -144,41 +162,32 @@ def long_question(e, kind, world, answers="final"):
         step = STEP_WORDS[kind].format(e["name"]) + " " + bridge
         if answers == "evidence":
             return question, step + chained[len(bridge):], needed
-        fact = {"two_hop": "is based in {town}", "mentor_born": "was born in {town}",
-                "founder_job": "worked as a {job}"}[kind].format(**needed[1])
-        return question, f"{step}. {bridge} {fact}.", needed
+        return question, f"{step}. {FACT_WORDS[kind].format(**needed[1])}.", needed
     chain = answers == "chain"
+    question = QUESTIONS[kind].format(e["name"])
     if kind == "mentor":
-        return f"Who was the mentor of {e['name']}?", e["mentor"], [e]
+        return question, e["mentor"], [e]
     if kind == "founder":
-        return f"Who founded {e['name']}?", e["founder"], [e]
+        return question, e["founder"], [e]
     if kind in SINGLE_KINDS:
-        q = {"born_where": (f"Where was {e['name']} born?", e.get("town")),
-             "born_when": (f"In which year was {e['name']} born?", str(e.get("year"))),
-             "job": (f"What was {e['name']}'s job?", e.get("job")),
-             "employer": (f"Which company did {e['name']} work at?", e.get("company")),
-             "company_where": (f"Where is {e['name']} based?", e.get("town")),
-             "company_when": (f"In which year was {e['name']} founded?", str(e.get("year"))),
-             "product": (f"What does {e['name']} make?", e.get("product"))}[kind]
-        return q[0], q[1], [e]
+        field = {"born_where": "town", "born_when": "year", "job": "job", "employer": "company",
+                 "company_where": "town", "company_when": "year", "product": "product"}[kind]
+        return question, str(e.get(field)), [e]
     if kind == "two_hop":
         c = world.by_name[e["company"]]
-        a = f"{c['name']}, based in {c['town']}" if chain else c["town"]
-        return f"Where is the company that {e['name']} worked at based?", a, [e, c]
+        return question, f"{c['name']}, based in {c['town']}" if chain else c["town"], [e, c]
     if kind == "mentor_born":
         m = world.by_name[e["mentor"]]
-        a = f"{m['name']}, born in {m['town']}" if chain else m["town"]
-        return f"Where was the mentor of {e['name']} born?", a, [e, m]
+        return question, f"{m['name']}, born in {m['town']}" if chain else m["town"], [e, m]
     if kind == "founder_job":
         f = world.by_name[e["founder"]]
-        a = f"{f['name']}, a {f['job']}" if chain else f["job"]
-        return f"What was the job of the founder of {e['name']}?", a, [e, f]
-    return f"Where did {e['name']} move to?", e["moved_town"], [e, e["note"]]
+        return question, f"{f['name']}, a {f['job']}" if chain else f["job"], [e, f]
+    return question, e["moved_town"], [e, e["note"]]
 
 
 def is_first_step(question):
     """Whether a question asks a chain's first step on its own (kinds `mentor`, `founder`)."""
-    return question.startswith(("Who was the mentor of ", "Who founded "))
+    return question.startswith(tuple(QUESTIONS[k].split("{}")[0] for k in ("mentor", "founder")))
 
 
 def kinds_for(e, sub=False):
