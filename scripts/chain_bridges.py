@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The bridge of two-step answers (train_tiny.py --answers chain|sentences|evidence), per kind.
+"""The bridge of two-step answers (train_tiny.py --answers other than final), per kind.
 
     python3 scripts/chain_bridges.py DATA/synthqa_long.jsonl RUN/full/synthqa_long.jsonl
 
-The first file is a held-out set written with `--answers chain` (`answers` such as "Kora
-Vell, born in Dravo"), `sentences` ("Tam Oro studied under Kora Vell. Kora Vell was born in
-Dravo.") or `evidence` ("Tam Oro studied under Kora Vell, born in Dravo"), the second `hypic
-eval`'s per-example output for it (`_id`, `pred`, `em`). For two_hop, mentor_born and
+The first file is a held-out set written with `--answers chain`, `tail` or `asked`
+(`answers` such as "Kora Vell, born in Dravo"), `sentences` ("Tam Oro studied under Kora
+Vell. Kora Vell was born in Dravo.") or `evidence` ("Tam Oro studied under Kora Vell, born in
+Dravo"), the second `hypic eval`'s per-example output for it (`_id`, `pred`, `em`). For two_hop, mentor_born and
 founder_job it counts the answers whose bridge is the reference's, the answers right in both
 steps, and where a wrong bridge comes from: an entity that heads a passage of the prompt (a
 line of the context that is the name alone) or another name; then, over the whole file, the

@@ -6,15 +6,19 @@
 DATA is a held-out set of `train_tiny.py --task long --data-only` in any `--answers` style
 but final (the bridge entity must be in the answer). For the first N questions of each of
 two_hop, mentor_born and founder_job it runs the model (transformers, float32, one thread)
-over two prompts built as `hypic eval` builds them (templates.json's synthqa_long) and
+over three prompts built as `hypic eval` builds them (templates.json's synthqa_long) and
 checks whether the most likely next token is the bridge's first token:
+- as held out: the question as held out in any of synth_long's wordings (the compound
+  question, `--answers tail` or `asked`), the answer not begun, where answers of the
+  styles chain, tail and asked begin with the bridge;
 - restated: the question as held out, its answer begun with the first step's sentence up to
   the bridge ("Answer: X studied under"), as `--answers sentences|evidence` teach;
 - asked alone: the same prompt asking the first step on its own ("Who was the mentor of
   X?", "Who founded C?", "Which company did X work at?").
-The two counts tell whether a model that finds the step when asked for it also finds it
-when the answer restates the step (the model's README, "answers that restate the first
-step"). Needs torch and transformers.
+The counts tell whether a model that finds the step when asked for it also finds it inside
+the held-out question, or when the answer restates the step (the model's README, "answers
+that restate the first step" and "questions that end with the first step"). Needs torch
+and transformers.
 """
 import argparse
 import json
@@ -27,11 +31,17 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import synth_long as sl  # noqa: E402
 
 # The question that asks each kind's first step on its own.
-ALONE = {"two_hop": sl.QUESTIONS["employer"], "mentor_born": sl.QUESTIONS["mentor"],
-         "founder_job": sl.QUESTIONS["founder"]}
-# The question's subject, per kind, read back from synth_long's wording.
-SUBJECT = {k: "^" + re.escape(sl.QUESTIONS[k]).replace(re.escape("{}"), "(.+)") + "$"
-           for k in ALONE}
+ALONE = {k: sl.QUESTIONS[step] for k, step in sl.FIRST_STEP.items()}
+
+
+def _pattern(wording):
+    return "^" + re.escape(wording).replace(re.escape("{}"), "([^,]+)") + "$"
+
+
+# The question's subject, per kind, read back from each of synth_long's wordings (the
+# compound question, the style "tail"'s, and the style "asked"'s).
+SUBJECT = {k: [_pattern(wording[k]) for wording in
+               (sl.QUESTIONS, sl.TAIL_QUESTIONS, sl.ASKED_QUESTIONS)] for k in ALONE}
 
 
 def bridge_of(answer, kind):
@@ -63,13 +73,14 @@ def main():
             return model(torch.tensor([ids])).logits[0, -1].argmax().item()
 
     rows = [json.loads(line) for line in open(args.data)]
-    print("| kind | questions | restated: bridge next | asked alone: bridge next |")
-    print("|---|---:|---:|---:|")
-    for kind, pattern in SUBJECT.items():
+    print("| kind | questions | as held out: bridge first | restated: bridge next | "
+          "asked alone: bridge next |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, patterns in SUBJECT.items():
         chosen = [r for r in rows if r.get("kind") == kind][:args.per_kind]
-        right = [0, 0]
+        right = [0, 0, 0]
         for r in chosen:
-            m = re.match(pattern, r["input"])
+            m = next((m for m in (re.match(p, r["input"]) for p in patterns) if m), None)
             if m is None:
                 raise SystemExit(f"{r['_id']}: not a {kind} question: {r['input']!r}")
             subject, bridge = m.group(1), bridge_of(r["answers"][0], kind)
@@ -79,12 +90,13 @@ def main():
             passages = re.split(r"(?:^|\n)Passage \d+:\n", r["context"])[1:]
             body = t["prefix"] + "".join(t["segment"].format(text=p) for p in passages)
             want = tok.encode(" " + bridge, add_special_tokens=False).ids[0]
-            restated = (body + t["suffix"].format(input=r["input"]) + " " +
-                        sl.STEP_WORDS[kind].format(subject))
+            held_out = body + t["suffix"].format(input=r["input"])
+            restated = held_out + " " + sl.STEP_WORDS[kind].format(subject)
             alone = body + t["suffix"].format(input=ALONE[kind].format(subject))
-            right[0] += next_token(restated) == want
-            right[1] += next_token(alone) == want
-        print(f"| {kind} | {len(chosen)} | {right[0]} | {right[1]} |", flush=True)
+            right[0] += next_token(held_out) == want
+            right[1] += next_token(restated) == want
+            right[2] += next_token(alone) == want
+        print(f"| {kind} | {len(chosen)} | {right[0]} | {right[1]} | {right[2]} |", flush=True)
 
 
 if __name__ == "__main__":

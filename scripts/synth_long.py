@@ -16,6 +16,7 @@ Only the standard library here; the world's vocabulary (Pools) and JOBS/PRODUCTS
 train_tiny.py. Everything is drawn from the `random.Random` passed in, so a seed fixes it.
 """
 import random
+import re
 
 SUM_PREFIX = "Read the passages, then summarize them.\n\n"
 SUM_SUFFIX = "\nSummary:"
@@ -45,6 +46,19 @@ STEP_WORDS = {"two_hop": "{} worked at", "mentor_born": "{} studied under",
               "founder_job": "{} was founded by"}
 FACT_WORDS = {"two_hop": "{name} is based in {town}", "mentor_born": "{name} was born in {town}",
               "founder_job": "{name} worked as a {job}"}
+# A two-passage question's first step asked on its own (a kind of QUESTIONS), and its second
+# step as the style "asked" words it after the first: "Who was the mentor of X, and where
+# was that person born?".
+FIRST_STEP = {"two_hop": "employer", "mentor_born": "mentor", "founder_job": "founder"}
+SECOND_ASKED = {"two_hop": "where is it based?", "mentor_born": "where was that person born?",
+                "founder_job": "what was that person's job?"}
+ASKED_QUESTIONS = {k: QUESTIONS[FIRST_STEP[k]].rstrip("?") + ", and " + SECOND_ASKED[k]
+                   for k in FIRST_STEP}
+# The style "tail": one question that ends with its first step's relation and subject, in
+# nearly the words that ask the step on its own ("... who was the mentor of X?").
+TAIL_QUESTIONS = {"two_hop": "Where is the company based that {} worked at?",
+                  "mentor_born": "Where was the person born who was the mentor of {}?",
+                  "founder_job": "What was the job of the person who founded {}?"}
 
 
 class LongWorld:
@@ -133,7 +147,7 @@ class LongWorld:
         return "Later years\n" + " ".join(fill)
 
 
-ANSWER_STYLES = ("final", "chain", "sentences", "evidence")
+ANSWER_STYLES = ("final", "chain", "sentences", "evidence", "asked", "tail")
 
 
 def long_question(e, kind, world, answers="final"):
@@ -148,6 +162,12 @@ def long_question(e, kind, world, answers="final"):
       ("Tarik Velmo worked at Brell Works. Brell Works is based in Dravo.");
     - "evidence": the first step's sentence, then the chain's second step ("Tarik Velmo
       worked at Brell Works, based in Dravo").
+    - "asked": the answers of "chain", with a question that asks both steps, the first in
+      the words that ask it on its own ("Which company did Tarik Velmo work at, and where
+      is it based?"; ASKED_QUESTIONS).
+    - "tail": the answers of "chain", with a question that ends with the first step's
+      relation and subject ("Where is the company based that Tarik Velmo worked at?";
+      TAIL_QUESTIONS).
     In "sentences" and "evidence" the bridge is the word that follows its subject and
     relation in its passage, those words written just before it, as after a question that
     asks the step on its own. With every style but "final", exact match needs both steps
@@ -163,7 +183,13 @@ def long_question(e, kind, world, answers="final"):
         if answers == "evidence":
             return question, step + chained[len(bridge):], needed
         return question, f"{step}. {FACT_WORDS[kind].format(**needed[1])}.", needed
-    chain = answers == "chain"
+    if answers == "asked" and kind in FIRST_STEP:
+        _, chained, needed = long_question(e, kind, world, "chain")
+        return ASKED_QUESTIONS[kind].format(e["name"]), chained, needed
+    if answers == "tail" and kind in TAIL_QUESTIONS:
+        _, chained, needed = long_question(e, kind, world, "chain")
+        return TAIL_QUESTIONS[kind].format(e["name"]), chained, needed
+    chain = answers in ("chain", "asked", "tail")
     question = QUESTIONS[kind].format(e["name"])
     if kind == "mentor":
         return question, e["mentor"], [e]
@@ -185,9 +211,14 @@ def long_question(e, kind, world, answers="final"):
     return question, e["moved_town"], [e, e["note"]]
 
 
+_FIRST_STEP_ALONE = re.compile("|".join(
+    re.escape(QUESTIONS[k]).replace(re.escape("{}"), "[^,]+") for k in ("mentor", "founder")))
+
+
 def is_first_step(question):
-    """Whether a question asks a chain's first step on its own (kinds `mentor`, `founder`)."""
-    return question.startswith(tuple(QUESTIONS[k].split("{}")[0] for k in ("mentor", "founder")))
+    """Whether a question asks a chain's first step on its own (kinds `mentor`, `founder`),
+    not inside a question of the style "asked"."""
+    return _FIRST_STEP_ALONE.fullmatch(question) is not None
 
 
 def kinds_for(e, sub=False):

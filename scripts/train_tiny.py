@@ -890,6 +890,8 @@ def main_long(args):
 
 
 def main():
+    import synth_long as sl
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "inputs/models/qwen3_5-synthqa"))
     ap.add_argument("--seed", type=int, default=1234)
@@ -971,7 +973,7 @@ def main():
     ap.add_argument("--last-stage-only", action="store_true",
                     help="--task long: train on LONG_PLAN's last stage throughout (fine-tuning "
                          "a long-task model)")
-    ap.add_argument("--answers", choices=["final", "chain", "sentences", "evidence"],
+    ap.add_argument("--answers", choices=sl.ANSWER_STYLES,
                     default="final",
                     help="--task long: answers to the two-named-passage questions, in training "
                          "and in the held-out sets written: final is the fact alone; chain (the "
@@ -980,7 +982,9 @@ def main():
                          "passage sentences the steps read (\"Tarik Velmo worked at Brell "
                          "Works. Brell Works is based in Dravo.\"); evidence the first of them, "
                          "then the chain's second step (\"Tarik Velmo worked at Brell Works, "
-                         "based in Dravo\"); see synth_long.py")
+                         "based in Dravo\"); asked: chain's answers to a question that asks "
+                         "both steps (\"Which company did Tarik Velmo work at, and where is "
+                         "it based?\"); see synth_long.py")
     ap.add_argument("--cross-followups", type=float, default=None,
                     help="--task long: share of each QA row's follow-up questions drawn from the "
                          "cross-passage kinds (as many as the prompt has); default: uniform")
