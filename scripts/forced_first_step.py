@@ -86,7 +86,7 @@ def main():
             subject, bridge = m.group(1), bridge_of(r["answers"][0], kind)
             if bridge == r["answers"][0]:
                 raise SystemExit(f"{r['_id']}: the answer names no bridge ({r['answers'][0]!r}); "
-                                 "write the set with --answers chain, sentences or evidence")
+                                 "write the set with an --answers style other than final")
             passages = re.split(r"(?:^|\n)Passage \d+:\n", r["context"])[1:]
             body = t["prefix"] + "".join(t["segment"].format(text=p) for p in passages)
             want = tok.encode(" " + bridge, add_special_tokens=False).ids[0]

@@ -151,11 +151,11 @@ ANSWER_STYLES = ("final", "chain", "sentences", "evidence", "asked", "tail")
 
 
 def long_question(e, kind, world, answers="final"):
-    """(question, answer, the passages needed in reading order). `answers` words the answer
-    to a question whose evidence is in two named passages (two_hop, mentor_born,
-    founder_job):
+    """(question, answer, the passages needed in reading order). `answers` words a question
+    whose evidence is in two named passages (two_hop, mentor_born, founder_job), or its
+    answer:
     - "final": the fact alone ("Dravo"; the long model's runs 1-6);
-    - "chain" (the committed long model and demo set): the bridge entity first, then the
+    - "chain" (runs 7-11 of the long model): the bridge entity first, then the
       fact about it ("Brell Works, based in Dravo"), so the model reads one passage per
       step of its answer;
     - "sentences": the two sentences of the passages that hold the steps, word for word
@@ -165,9 +165,9 @@ def long_question(e, kind, world, answers="final"):
     - "asked": the answers of "chain", with a question that asks both steps, the first in
       the words that ask it on its own ("Which company did Tarik Velmo work at, and where
       is it based?"; ASKED_QUESTIONS).
-    - "tail": the answers of "chain", with a question that ends with the first step's
-      relation and subject ("Where is the company based that Tarik Velmo worked at?";
-      TAIL_QUESTIONS).
+    - "tail" (the committed long model and demo set, since run 12): the answers of
+      "chain", with a question that ends with the first step's relation and subject
+      ("Where is the company based that Tarik Velmo worked at?"; TAIL_QUESTIONS).
     In "sentences" and "evidence" the bridge is the word that follows its subject and
     relation in its passage, those words written just before it, as after a question that
     asks the step on its own. With every style but "final", exact match needs both steps

@@ -975,16 +975,18 @@ def main():
                          "a long-task model)")
     ap.add_argument("--answers", choices=sl.ANSWER_STYLES,
                     default="final",
-                    help="--task long: answers to the two-named-passage questions, in training "
-                         "and in the held-out sets written: final is the fact alone; chain (the "
-                         "committed long model) names the bridge entity, then the fact "
-                         "(\"Brell Works, based in Dravo\"); sentences writes the two "
-                         "passage sentences the steps read (\"Tarik Velmo worked at Brell "
-                         "Works. Brell Works is based in Dravo.\"); evidence the first of them, "
-                         "then the chain's second step (\"Tarik Velmo worked at Brell Works, "
-                         "based in Dravo\"); asked: chain's answers to a question that asks "
-                         "both steps (\"Which company did Tarik Velmo work at, and where is "
-                         "it based?\"); see synth_long.py")
+                    help="--task long: how the two-named-passage questions and their answers "
+                         "are worded, in training and in the held-out sets written: final is "
+                         "the fact alone; chain names the bridge entity, then the fact "
+                         "(\"Brell Works, based in Dravo\"); tail (the committed long model) "
+                         "is chain with questions that end with the first step's subject "
+                         "(\"Where is the company based that Tarik Velmo worked at?\"); "
+                         "asked is chain with questions that ask both steps (\"Which company "
+                         "did Tarik Velmo work at, and where is it based?\"); sentences writes "
+                         "the two passage sentences the steps read (\"Tarik Velmo worked at "
+                         "Brell Works. Brell Works is based in Dravo.\"); evidence the first "
+                         "of them, then the chain's second step (\"Tarik Velmo worked at Brell "
+                         "Works, based in Dravo\"); see synth_long.py")
     ap.add_argument("--cross-followups", type=float, default=None,
                     help="--task long: share of each QA row's follow-up questions drawn from the "
                          "cross-passage kinds (as many as the prompt has); default: uniform")
