@@ -12,11 +12,11 @@ the answers right in both steps, and where a wrong bridge comes from: an entity 
 passage of the prompt (a line of the context that is the name alone) or another name; then,
 over the whole file, the answers whose fact is right whatever their bridge (the other kinds:
 exact match), which is how answers of the fact alone are scored (per kind: "fact right").
-The bridge is the text before the first ", " of the answer's first line (chain), or what
-follows the step's relation ("studied under", "worked at", "was founded by") in its first
-sentence (sentences, evidence; an answer without that sentence counts as other). For those
-two styles, "subject wrong" counts the answers that do not begin with the question's subject
-and the step's relation, as the reference does. Standard library only.
+The bridge is the text before the first ", " of the answer's first line (chain, tail,
+asked), or what follows the step's relation ("studied under", "worked at", "was founded by")
+in its first sentence (sentences, evidence; an answer without that sentence counts as
+other). For those two styles, "subject wrong" counts the answers that do not begin with the
+question's subject and the step's relation, as the reference does. Standard library only.
 """
 import collections
 import re
