@@ -13,11 +13,11 @@ import collections
 import json
 import sys
 
-from synth_long import QUESTIONS, STEP_WORDS
+from synth_long import FIRST_STEP, QUESTIONS, STEP_WORDS, SUB_STEPS
 
 # A first-step question's opening -> the relation its passage sentence states ("studied under ").
-RELATION = {QUESTIONS[ask].split("{}")[0]: STEP_WORDS[kind].format("").strip() + " "
-            for ask, kind in (("mentor", "mentor_born"), ("founder", "founder_job"))}
+RELATION = {QUESTIONS[FIRST_STEP[kind]].split("{}")[0]: STEP_WORDS[kind].format("").strip() + " "
+            for kind in SUB_STEPS}
 
 
 def paired_rows(usage):

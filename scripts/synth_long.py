@@ -50,6 +50,9 @@ FACT_WORDS = {"two_hop": "{name} is based in {town}", "mentor_born": "{name} was
 # step as the style "asked" words it after the first: "Who was the mentor of X, and where
 # was that person born?".
 FIRST_STEP = {"two_hop": "employer", "mentor_born": "mentor", "founder_job": "founder"}
+# The kinds whose first step is asked only as a chain's step (`--sub-questions`): the
+# employer step is the one-passage kind `employer`.
+SUB_STEPS = ("mentor_born", "founder_job")
 SECOND_ASKED = {"two_hop": "where is it based?", "mentor_born": "where was that person born?",
                 "founder_job": "what was that person's job?"}
 ASKED_QUESTIONS = {k: QUESTIONS[FIRST_STEP[k]].rstrip("?") + ", and " + SECOND_ASKED[k]
@@ -183,12 +186,10 @@ def long_question(e, kind, world, answers="final"):
         if answers == "evidence":
             return question, step + chained[len(bridge):], needed
         return question, f"{step}. {FACT_WORDS[kind].format(**needed[1])}.", needed
-    if answers == "asked" and kind in FIRST_STEP:
+    reworded = {"asked": ASKED_QUESTIONS, "tail": TAIL_QUESTIONS}.get(answers, {})
+    if kind in reworded:
         _, chained, needed = long_question(e, kind, world, "chain")
-        return ASKED_QUESTIONS[kind].format(e["name"]), chained, needed
-    if answers == "tail" and kind in TAIL_QUESTIONS:
-        _, chained, needed = long_question(e, kind, world, "chain")
-        return TAIL_QUESTIONS[kind].format(e["name"]), chained, needed
+        return reworded[kind].format(e["name"]), chained, needed
     chain = answers in ("chain", "asked", "tail")
     question = QUESTIONS[kind].format(e["name"])
     if kind == "mentor":
@@ -212,7 +213,7 @@ def long_question(e, kind, world, answers="final"):
 
 
 _FIRST_STEP_ALONE = re.compile("|".join(
-    re.escape(QUESTIONS[k]).replace(re.escape("{}"), "[^,]+") for k in ("mentor", "founder")))
+    re.escape(QUESTIONS[FIRST_STEP[k]]).replace(re.escape("{}"), "[^,]+") for k in SUB_STEPS))
 
 
 def is_first_step(question):

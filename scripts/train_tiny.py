@@ -641,7 +641,7 @@ def write_long_datasets(pools, tok, args):
                sl.draw_long_prompt(world, rng, answers=args.answers) for _ in range(n)]
         write_long_jsonl(folder / f"{name}.jsonl", name, exs, summary)
         if name == "synthqa_long" and args.sub_questions:
-            step = {"mentor_born": "mentor", "founder_job": "founder"}
+            step = {k: sl.FIRST_STEP[k] for k in sl.SUB_STEPS}
             sub, alone = [], []
             for q in exs:
                 if q["kind"] in step:
