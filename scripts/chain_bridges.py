@@ -16,10 +16,14 @@ The bridge is the text before the first ", " of the answer's first line (chain, 
 asked), or what follows the step's relation ("studied under", "worked at", "was founded by")
 in its first sentence (sentences, evidence; an answer without that sentence counts as
 other). For those two styles, "subject wrong" counts the answers that do not begin with the
-question's subject and the step's relation, as the reference does. Standard library only.
+question's subject and the step's relation, as the reference does. For moved_to it counts
+the wrong answers that name the town of another pronoun note of the prompt ("She moved to
+Dravo in 1890."), and the chance level of naming any note's town (the mean of 1 / notes).
+Standard library only.
 """
 import collections
 import re
+import statistics
 
 from first_step_errors import paired_rows
 from synth_long import STEP_WORDS
@@ -29,6 +33,8 @@ KINDS = ("founder_job", "mentor_born", "two_hop")
 RELATION = {k: STEP_WORDS[k].format("") + " " for k in KINDS}
 
 
+# The town of a pronoun note's move ("She moved to Dravo in 1890.").
+NOTE_MOVE = re.compile(r"\b(?:He|She) moved to ([^.]+?) in \d+\.")
 # The fact a two-step answer ends with: after "born in", "based in", ", a" or "worked as a".
 FACT = re.compile(r"(?:born in|based in|, a|worked as a) ([^.,]+)\.?$")
 
@@ -56,10 +62,18 @@ def bridge(text, kind, restates):
 
 def main():
     counts = collections.defaultdict(collections.Counter)
+    moved, notes = collections.Counter(), []
     fact_right = total = 0
     for g, row in paired_rows("chain_bridges.py"):
         kind = g.get("kind")
         total += 1
+        if kind == "moved_to":
+            towns = [norm(t) for t in NOTE_MOVE.findall(g["context"])]
+            moved["questions"] += 1
+            moved["right"] += row["em"] >= 1
+            moved["another note"] += row["em"] < 1 and norm(row["pred"].rstrip(". ")) in towns
+            moved["chance"] += 1 / max(len(towns), 1)
+            notes.append(len(towns))
         if kind not in KINDS:
             fact_right += row["em"] >= 1
             continue
@@ -91,6 +105,12 @@ def main():
     for kind in KINDS:
         if counts[kind]["questions"]:
             print(f"| {kind} | " + " | ".join(str(counts[kind][k]) for k in cols) + " |")
+    if moved["questions"]:
+        n = moved["questions"]
+        print(f"\nmoved_to: {moved['right']} / {n} right; {moved['another note']} of the "
+              f"{n - moved['right']} wrong name the town of another pronoun note; any note's "
+              f"town is right in {100 * moved['chance'] / n:.1f} % on average (chance; "
+              f"{statistics.median(notes):g} notes per prompt at the median)")
     fact_right += sum(c["fact right"] for c in counts.values())
     print(f"\nthe fact right, whatever the bridge (exact match as if the answers were the fact "
           f"alone): {fact_right} / {total} ({100 * fact_right / max(total, 1):.1f} %)")
