@@ -26,6 +26,9 @@ SUM_HEADER = "Passage {index}:\n"
 SINGLE_KINDS = ["born_where", "born_when", "job", "employer", "company_where", "company_when",
                 "product"]
 CROSS_KINDS = ["two_hop", "mentor_born", "founder_job", "moved_to"]
+# The probability that a person drawn to fill a prompt has its pronoun note after it (the
+# held-out sets'; train_tiny.py --note-share changes it for training prompts).
+NOTE_SHARE = 0.25
 LONG_KINDS = SINGLE_KINDS + CROSS_KINDS
 
 # Question wording per kind ({} is the subject's name). `mentor` and `founder` ask a chain's
@@ -271,8 +274,10 @@ def _arrange(needed, others, rng, far):
     return out
 
 
-def draw_long_prompt(world, rng, passages=(16, 32), kind=None, answers="final"):
-    """A question over `passages` passages (fewest, most; person notes count)."""
+def draw_long_prompt(world, rng, passages=(16, 32), kind=None, answers="final",
+                     note_share=NOTE_SHARE):
+    """A question over `passages` passages (fewest, most; person notes count); each person
+    drawn to fill the prompt has a pronoun note after it with probability `note_share`."""
     if kind is None:
         kind = rng.choices(LONG_KINDS, weights=[1] * len(SINGLE_KINDS) +
                            [1.5] * len(CROSS_KINDS))[0]
@@ -281,13 +286,13 @@ def draw_long_prompt(world, rng, passages=(16, 32), kind=None, answers="final"):
     else:
         target = rng.choice(world.persons)
     q, a, needed = long_question(target, kind, world, answers)
-    entities = _fill(world, rng, needed, rng.randint(*passages))
+    entities = _fill(world, rng, needed, rng.randint(*passages), note_share)
     order = _arrange(needed, [e for e in entities if e not in needed], rng,
                      far=rng.random() < 0.8)
     return {"kind": kind, "question": q, "answer": a, "entities": order, "needed": needed}
 
 
-def _fill(world, rng, needed, n):
+def _fill(world, rng, needed, n, note_share=NOTE_SHARE):
     chosen = {id(e) for e in needed}
     for e in world.persons:
         e["_with_note"] = False
@@ -301,12 +306,12 @@ def _fill(world, rng, needed, n):
         chosen.add(id(e))
         out.append(e)
         count += 1
-        if e["kind"] == "person" and count < n and rng.random() < 0.25:
+        if e["kind"] == "person" and count < n and rng.random() < note_share:
             e["_with_note"] = True
             count += 1
     for e in needed:
         if e["kind"] == "person" and not any(x["kind"] == "note" for x in needed) and \
-                rng.random() < 0.25 and count < n:
+                rng.random() < note_share and count < n:
             e["_with_note"] = True
             count += 1
     return out
@@ -325,8 +330,8 @@ def summary_of(entities):
     return " ".join(out)
 
 
-def draw_summary_prompt(world, rng, passages=(16, 32)):
-    entities = _fill(world, rng, [], rng.randint(*passages))
+def draw_summary_prompt(world, rng, passages=(16, 32), note_share=NOTE_SHARE):
+    entities = _fill(world, rng, [], rng.randint(*passages), note_share)
     order = _arrange([], entities, rng, far=False)
     return {"kind": "summary", "question": "", "answer": summary_of(order), "entities": order}
 

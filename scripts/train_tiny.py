@@ -583,14 +583,16 @@ def encode_long(tok, ex, summary=False, more=(), header=""):
 
 
 def long_training_example(pools, tok, rng, passages, summary, most_followups, answers="final",
-                          cross_share=None, sub=False, header="", sub_share=None):
+                          cross_share=None, sub=False, header="", sub_share=None,
+                          note_share=None):
     import synth_long as sl
 
     world = sl.training_world(pools, rng, JOBS, PRODUCTS)
+    note_share = sl.NOTE_SHARE if note_share is None else note_share
     if summary:
-        ex = sl.draw_summary_prompt(world, rng, passages)
+        ex = sl.draw_summary_prompt(world, rng, passages, note_share)
         return encode_long(tok, ex, summary=True, header=header)
-    ex = sl.draw_long_prompt(world, rng, passages, answers=answers)
+    ex = sl.draw_long_prompt(world, rng, passages, answers=answers, note_share=note_share)
     return encode_long(tok, ex, more=sl.followups(ex, world, rng, most_followups, answers,
                                                   cross_share, sub, sub_share))
 
@@ -663,6 +665,8 @@ def write_long_datasets(pools, tok, args):
 
 
 def print_long_plan(args, tokens_per_second=None):
+    import synth_long as sl
+
     print("long-task plan (LONG_PLAN): progress = max(steps/--steps, minutes/--minutes)")
     start = 0.0
     for until, passages, rows, share in LONG_PLAN:
@@ -685,6 +689,9 @@ def print_long_plan(args, tokens_per_second=None):
           ("" if args.sub_share is None else f" (up to {args.sub_share:.0%} of them)"))
     if args.summary_headers:
         print("  --summary-headers: summary prompts put 'Passage N:' before each passage")
+    if args.note_share is not None:
+        print(f"  --note-share: a training prompt's persons have a pronoun note after them "
+              f"with probability {args.note_share:.0%} (held-out sets: {sl.NOTE_SHARE:.0%})")
     if args.pic_share > 0:
         print(f"  --pic-share: {args.pic_share:.0%} of the rows computed as pic "
               f"W={args.pic_junction} would")
@@ -835,7 +842,8 @@ def main_long(args):
         n_sum = sum(1 for _ in range(rows) if rng.random() < share)
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
                                           args.answers, args.cross_followups,
-                                          args.sub_questions, header, args.sub_share)
+                                          args.sub_questions, header, args.sub_share,
+                                          args.note_share)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
@@ -882,6 +890,7 @@ def main_long(args):
                         "rows": args.rows,
                         "answers": args.answers, "cross_followups": args.cross_followups,
                         "sub_questions": args.sub_questions, "sub_share": args.sub_share,
+                        "note_share": args.note_share,
                         "summary_headers": args.summary_headers,
                         "minutes": round((time.time() - start) / 60, 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
@@ -998,6 +1007,10 @@ def main():
     ap.add_argument("--sub-questions", action="store_true",
                     help="--task long: follow-ups also ask a chain's first step on its own "
                          "(\"Who was the mentor of X?\", \"Who founded C?\"; training only)")
+    ap.add_argument("--note-share", type=float, default=None,
+                    help="--task long: probability that a person filling a training prompt has "
+                         "a pronoun note (moved_to) after it (default and the held-out sets: "
+                         "synth_long.NOTE_SHARE, 0.25)")
     ap.add_argument("--sub-share", type=float, default=None,
                     help="--task long with --sub-questions: up to this share of each QA row's "
                          "follow-ups asks a chain's first step (default: drawn among the "
@@ -1009,6 +1022,8 @@ def main():
                          "--sub-questions")
     if not 0.0 <= args.pic_distill <= 1.0:
         raise SystemExit("--pic-distill is a weight between 0 and 1")
+    if args.note_share is not None and not 0.0 <= args.note_share <= 1.0:
+        raise SystemExit("--note-share is a probability between 0 and 1")
     if args.pic_distill > 0 and args.pic_share == 0:
         raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
     if args.passages and not (len(args.passages) == 2
