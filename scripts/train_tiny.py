@@ -52,6 +52,8 @@ import json
 import math
 import pathlib
 import random
+import re
+import statistics
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -583,12 +585,11 @@ def encode_long(tok, ex, summary=False, more=(), header=""):
 
 
 def long_training_example(pools, tok, rng, passages, summary, most_followups, answers="final",
-                          cross_share=None, sub=False, header="", sub_share=None,
-                          note_share=None):
+                          cross_share=None, sub=False, header="", sub_share=None, *,
+                          note_share):
     import synth_long as sl
 
     world = sl.training_world(pools, rng, JOBS, PRODUCTS)
-    note_share = sl.NOTE_SHARE if note_share is None else note_share
     if summary:
         ex = sl.draw_summary_prompt(world, rng, passages, note_share)
         return encode_long(tok, ex, summary=True, header=header)
@@ -689,7 +690,7 @@ def print_long_plan(args, tokens_per_second=None):
           ("" if args.sub_share is None else f" (up to {args.sub_share:.0%} of them)"))
     if args.summary_headers:
         print("  --summary-headers: summary prompts put 'Passage N:' before each passage")
-    if args.note_share is not None:
+    if args.note_share != sl.NOTE_SHARE:
         print(f"  --note-share: a training prompt's persons have a pronoun note after them "
               f"with probability {args.note_share:.0%} (held-out sets: {sl.NOTE_SHARE:.0%})")
     if args.pic_share > 0:
@@ -714,14 +715,18 @@ def first_step_share(pools, args):
 
     rng = random.Random(args.seed + 7)
     passages = args.passages or long_stage(1.0)[0]
-    tally = {"followups": 0, "first_steps": 0}
+    tally = {"followups": 0, "first_steps": 0, "moved_to": 0, "notes": []}
+    moved_to = re.compile(re.escape(sl.QUESTIONS["moved_to"]).replace(re.escape("{}"), ".+"))
     for _ in range(FIRST_STEP_ROWS):
         world = sl.training_world(pools, rng, JOBS, PRODUCTS)
-        ex = sl.draw_long_prompt(world, rng, passages, answers=args.answers)
+        ex = sl.draw_long_prompt(world, rng, passages, answers=args.answers,
+                                 note_share=args.note_share)
         more = sl.followups(ex, world, rng, args.followups, args.answers,
                             args.cross_followups, True, args.sub_share)
         tally["followups"] += len(more)
         tally["first_steps"] += sum(sl.is_first_step(q) for q, _ in more)
+        tally["moved_to"] += sum(moved_to.fullmatch(q) is not None for q, _ in more)
+        tally["notes"].append(sum(e["kind"] == "note" for e in ex["entities"]))
     return tally
 
 
@@ -754,6 +759,9 @@ def main_long(args):
               f"{drawn['followups']} ({drawn['first_steps'] / max(drawn['followups'], 1):.1%}) "
               f"in {FIRST_STEP_ROWS} QA rows at the last stage's passages (a separate draw)",
               flush=True)
+        print(f"  pronoun notes per prompt in those rows: {statistics.median(drawn['notes']):g} "
+              f"at the median; moved_to follow-ups per row: "
+              f"{drawn['moved_to'] / FIRST_STEP_ROWS:.1f}", flush=True)
     if args.data_only:
         return
     # A long-task model as --init-from continues that run: its record is kept in ours.
@@ -843,7 +851,7 @@ def main_long(args):
         examples = [long_training_example(pools, tok, rng, passages, i < n_sum, args.followups,
                                           args.answers, args.cross_followups,
                                           args.sub_questions, header, args.sub_share,
-                                          args.note_share)
+                                          note_share=args.note_share)
                     for i in range(rows)]
         ids, w_ans, w_lm = batch_tensors(examples)
         tokens += int((w_ans + w_lm).sum()) + len(examples)
@@ -1022,7 +1030,11 @@ def main():
                          "--sub-questions")
     if not 0.0 <= args.pic_distill <= 1.0:
         raise SystemExit("--pic-distill is a weight between 0 and 1")
-    if args.note_share is not None and not 0.0 <= args.note_share <= 1.0:
+    if args.note_share is None:
+        import synth_long as sl
+
+        args.note_share = sl.NOTE_SHARE
+    if not 0.0 <= args.note_share <= 1.0:
         raise SystemExit("--note-share is a probability between 0 and 1")
     if args.pic_distill > 0 and args.pic_share == 0:
         raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
