@@ -68,25 +68,29 @@ def main():
                              f"differs in {', '.join(differ)}")
     # Read every source before DST is written: DST may be one of them.
     tensors = load_file(str(src / "model.safetensors"))
-    was = sorted({str(t.dtype).replace("torch.", "") for t in tensors.values()})
+    was = {str(t.dtype).replace("torch.", "") for t in tensors.values()}
     if others:
         total = {k: t.double() if t.is_floating_point() else t for k, t in tensors.items()}
         records = []
         for o in others:
             theirs = load_file(str(o / "model.safetensors"))
-            if set(theirs) != set(total) or any(theirs[k].shape != total[k].shape
-                                                  for k in total):
+            if set(theirs) != set(total) or any(
+                    theirs[k].shape != total[k].shape or
+                    theirs[k].is_floating_point() != total[k].is_floating_point() for k in total):
                 raise SystemExit(f"cast_model: {o} has other tensors than {src}")
+            was |= {str(t.dtype).replace("torch.", "") for t in theirs.values()}
             for k, t in theirs.items():
                 if t.is_floating_point():
                     total[k] += t.double()
                 elif not torch.equal(t, total[k]):
                     raise SystemExit(f"cast_model: {o} differs from {src} in {k}, "
                                      f"which is not floating-point")
-            if (o / "training.json").is_file():
-                records.append(json.loads((o / "training.json").read_text()))
+            record = o / "training.json"
+            records.append(json.loads(record.read_text()) if record.is_file()
+                           else {"training.json": f"none in {o.name}"})
         tensors = {k: t / (1 + len(others)) if t.is_floating_point() else t
                    for k, t in total.items()}
+    was = sorted(was)
     dst.mkdir(parents=True, exist_ok=True)
     if src.resolve() != dst.resolve():
         for f in src.iterdir():
@@ -97,16 +101,15 @@ def main():
     save_file(cast, str(dst / "model.safetensors"), metadata={"format": "pt"})
     config["dtype"] = args.dtype
     (dst / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    what = f"the mean of {1 + len(others)} models' " if others else ""
     training = dst / "training.json"
     if training.is_file():
         info = json.loads(training.read_text())
-        how = f"the mean of {1 + len(others)} models' " if others else ""
-        info["stored_as"] = (f"{args.dtype} ({how}weights cast by scripts/cast_model.py "
+        info["stored_as"] = (f"{args.dtype} ({what}weights cast by scripts/cast_model.py "
                              f"from {', '.join(was)})")
         if others:
             info["averaged_with"] = [_against_chain(r, info) for r in records]
         training.write_text(json.dumps(info, indent=1) + "\n")
-    what = f"the mean of {1 + len(others)} models' " if others else ""
     print(f"cast_model: {what}{len(cast)} tensors {', '.join(was)} -> {args.dtype} in {dst}")
 
 
