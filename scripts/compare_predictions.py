@@ -4,14 +4,19 @@
     python3 scripts/compare_predictions.py HELD_OUT.jsonl A/full/SET.jsonl B/full/SET.jsonl
 
 The first file is the held-out set (`_id`, and `kind` in the synthetic sets), the others
-`hypic eval`'s per-example outputs of two runs on it (`_id`, `em`). Prints each run's exact
-matches in all and per kind, the questions B answers and A does not (gained) and the reverse
-(lost), and the sign test on those: (gained - lost) / sqrt(gained + lost) standard
-deviations. Both runs must cover the same questions. Standard library only.
+`hypic eval`'s per-example outputs of two runs on it (`_id`, `score`, and `em` on question
+sets). Where there is `em`, prints each run's exact matches in all and per kind, the questions
+B answers and A does not (gained) and the reverse (lost), and the sign test on those:
+(gained - lost) / sqrt(gained + lost) standard deviations. Always prints both runs' mean
+score (F1, or ROUGE-L on summaries; x100) and B - A with a 95 % bootstrap interval over the
+examples (2000 resamples, fixed seed; `hypic eval` draws its own, so the last digit of its
+interval may differ). A and B may be two modes of one run (full, pic) or two models. Both
+runs must cover the same examples. Standard library only.
 """
 import collections
 import json
 import math
+import random
 import sys
 
 
@@ -29,6 +34,12 @@ def main():
     missing = set(a) - set(gold)
     if missing:
         raise SystemExit(f"{sorted(missing)[0]} is not in {sys.argv[1]}")
+    if all("em" in a[q] and "em" in b[q] for q in a):
+        exact_matches(gold, a, b)
+    delta_interval(a, b)
+
+
+def exact_matches(gold, a, b):
     kinds = collections.defaultdict(lambda: [0, 0, 0])
     gained = lost = 0
     for qid in a:
@@ -47,6 +58,19 @@ def main():
           f"{total[1]} ({100 * total[1] / total[2]:.1f} %) |")
     z = (gained - lost) / math.sqrt(gained + lost) if gained + lost else 0.0
     print(f"\nB against A: {gained} gained, {lost} lost; sign test {z:+.2f} standard deviations")
+
+
+def delta_interval(a, b, resamples=2000, seed=20261206):
+    ids = sorted(a)
+    deltas = [100 * (b[q]["score"] - a[q]["score"]) for q in ids]
+    n = len(deltas)
+    rng = random.Random(seed)
+    means = sorted(sum(deltas[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    lo, hi = means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1))]
+    mean_a = 100 * sum(a[q]["score"] for q in ids) / n
+    mean_b = 100 * sum(b[q]["score"] for q in ids) / n
+    print(f"\nmean score over {n}: A {mean_a:.2f}, B {mean_b:.2f}; "
+          f"B - A {sum(deltas) / n:+.2f} [{lo:+.2f}, {hi:+.2f}] (95 % bootstrap)")
 
 
 if __name__ == "__main__":
