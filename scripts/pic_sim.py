@@ -25,8 +25,10 @@ segment alone).
 
 Training on a share of rows computed this way teaches the model to read passages whose
 later-layer rows were computed without context, which is what pic gives it (block-attention
-fine-tuning, for a hybrid). `python3 scripts/pic_sim.py` checks this pass against hypic's own
-first-token figures.
+fine-tuning, for a hybrid). `python3 scripts/pic_sim.py --eval-jsonl ...` checks this pass
+against hypic's own first-token figures; `--by-layer NAME` measures, over a dataset's
+reference answers, how much of pic's divergence each layer's reading of the cached tokens
+makes (`exact_below`).
 """
 
 import torch
@@ -68,10 +70,12 @@ def _mlp(layer, h):
     return h + layer.mlp(layer.post_attention_layernorm(h))
 
 
-def pic_logits(model, ids, spans, junction=0):
+def pic_logits(model, ids, spans, junction=0, exact_below=0):
     """Logits [1, T, V] of ids ([1, T]) as hypic's pic mode with junction width `junction`
     computes them. spans: the segments' (start, end) token ranges in order, none overlapping
-    (before the first: the prefix; after the last: the suffix). No spans: a full pass."""
+    (before the first: the prefix; after the last: the suffix). No spans: a full pass.
+    exact_below (a diagnostic, not a mode of hypic): layers below it read the cached
+    positions as full recompute does; the layers from it on as pic does."""
     base = model.model
     T = ids.shape[1]
     h = base.embed_tokens(ids)
@@ -92,8 +96,9 @@ def pic_logits(model, ids, spans, junction=0):
         pe_i = base.rotary_emb(hi, pos)
     rows, cols, at = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long), \
         torch.tensor(at, dtype=torch.long)
-    for layer in base.layers[:base.config.num_hidden_layers]:
-        if len(at):
+    for index, layer in enumerate(base.layers[:base.config.num_hidden_layers]):
+        exact = index < exact_below
+        if len(at) and not exact:
             h = h.clone()
             h[0, at] = hi[rows, cols]  # the pic world's input at cached positions
         x = layer.input_layernorm(h)
@@ -101,7 +106,7 @@ def pic_logits(model, ids, spans, junction=0):
             override = None
             if spans:
                 out_i, conv_i = _gdn(layer.linear_attn, layer.input_layernorm(hi))
-                override = (at, conv_i[rows, cols])
+                override = None if exact else (at, conv_i[rows, cols])
             out, _ = _gdn(layer.linear_attn, x, override)
         else:
             if spans:
@@ -112,16 +117,80 @@ def pic_logits(model, ids, spans, junction=0):
         if spans:
             hi = _mlp(layer, hi + out_i)
         h = _mlp(layer, h + out)
-    if len(at):
+    if len(at) and exact_below <= base.config.num_hidden_layers - 1:
         h = h.clone()
         h[0, at] = hi[rows, cols]
     return model.lm_head(base.norm(h))
 
 
+def prompt(row, t, tok):
+    """The token ids and the segments' spans of a dataset row, as hypic eval builds them with
+    the "passages" rule (src/eval/datasets.cpp) on this project's own files."""
+    import re
+
+    texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"]) if p.strip()]
+    pieces = [t["prefix"]]
+    for k, x in enumerate(texts):  # a header is a segment of its own
+        if t.get("header"):
+            pieces.append(t["header"].format(index=k + 1))
+        pieces.append(t["segment"].format(text=x))
+    pieces.append(t["suffix"].format(input=row.get("input", "")))
+    ids, spans = [], []
+    for i, p in enumerate(pieces):
+        e = tok.encode(p, add_special_tokens=False).ids
+        if 0 < i < len(pieces) - 1:
+            spans.append((len(ids), len(ids) + len(e)))
+        ids += e
+    return ids, spans
+
+
+def by_layer(model_dir, data_file, name, examples, junction, templates_file=None):
+    """Where pic's divergence from full recompute comes from: the mean per-token KL(full ||
+    pic) over each example's reference answer (teacher-forced), with the layers below L read
+    as full recompute reads them and the others as pic does, for L = 0 (pic) … all (full)."""
+    import json
+    from tokenizers import Tokenizer
+    from transformers import Qwen3_5ForCausalLM
+
+    model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
+    t = json.load(open(templates_file or "inputs/datasets/templates.json"))[name]
+    n_layers = model.config.num_hidden_layers
+    kinds = model.config.layer_types
+    total = [0.0] * n_layers
+    with torch.no_grad():
+        for count, line in enumerate(open(data_file)):
+            if count == examples:
+                break
+            row = json.loads(line)
+            ids, spans = prompt(row, t, tok)
+            start = len(ids)
+            ids = torch.tensor([ids + tok.encode(" " + row["answers"][0],
+                                                 add_special_tokens=False).ids])
+            # the logits that predict the answer's tokens: from the suffix's last token on
+            full = model(input_ids=ids).logits[0, start - 1:-1].log_softmax(-1)
+            out = []
+            for below in range(n_layers):
+                pic = pic_logits(model, ids, spans, junction, below)[0, start - 1:-1]
+                pic = pic.log_softmax(-1)
+                kl = (full.exp() * (full - pic)).sum(-1).mean().item()
+                total[below] += kl
+                out.append(f"{kl:.4f}")
+            print(f"{row['_id']}: {ids.shape[1] - start} answer tokens; KL per layer cut "
+                  f"{' '.join(out)}", flush=True)
+    n = min(count + 1, examples) if examples else 0
+    print(f"\nmean per-token KL(full || pic W={junction}) over the reference answers of {n} "
+          f"examples, with the layers below L exact:")
+    print("| L | layers read as pic | KL |\n|---:|---|---:|")
+    for below in range(n_layers):
+        names = ", ".join(f"{i} ({kinds[i].split('_')[0]})" for i in range(below, n_layers))
+        print(f"| {below} | {names} | {total[below] / max(n, 1):.4f} |")
+    print(f"| {n_layers} | none (full recompute) | 0 |")
+
+
 def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None):
     """First-token KL(full || pic) of this pass against hypic eval's per-example figure."""
     import json
-    import re
     from tokenizers import Tokenizer
     from transformers import Qwen3_5ForCausalLM
 
@@ -136,22 +205,7 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
     worst = 0.0
     with torch.no_grad():
         for r in rows[:runs]:
-            row = data[r["_id"]]
-            # hypic's "passages" rule (src/eval/datasets.cpp) on this project's own files
-            texts = [p.strip("\n") for p in re.split(r"Passage \d+:\n", row["context"])
-                     if p.strip()]
-            pieces = [t["prefix"]]
-            for k, x in enumerate(texts):  # a header is a segment of its own
-                if t.get("header"):
-                    pieces.append(t["header"].format(index=k + 1))
-                pieces.append(t["segment"].format(text=x))
-            pieces.append(t["suffix"].format(input=row.get("input", "")))
-            ids, spans = [], []
-            for i, p in enumerate(pieces):
-                e = tok.encode(p, add_special_tokens=False).ids
-                if 0 < i < len(pieces) - 1:
-                    spans.append((len(ids), len(ids) + len(e)))
-                ids += e
+            ids, spans = prompt(data[r["_id"]], t, tok)
             if len(ids) != r["prompt_tokens"]:  # this split is a copy of hypic's rule
                 raise SystemExit(f"pic_sim.py: {r['_id']}: {len(ids)} prompt tokens here, "
                                  f"{r['prompt_tokens']} in hypic eval: the passages were "
@@ -176,8 +230,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="checks the pic pass against hypic eval's output: "
                                  "run from the repository root")
     ap.add_argument("--model", required=True)
-    ap.add_argument("--eval-jsonl", required=True,
+    ap.add_argument("--eval-jsonl",
                     help="a pic mode's per-example file from hypic eval (RUN/pic/NAME.jsonl)")
+    ap.add_argument("--by-layer", metavar="NAME",
+                    help="instead of the check: the per-token KL over the reference answers of "
+                    "--input (a NAME dataset, e.g. synthsum) with the lower layers exact")
     ap.add_argument("--junction", type=int, required=True, help="the --junction of that run")
     ap.add_argument("--examples", type=int, default=3)
     ap.add_argument("--input", help="the dataset file that run read (its --input; default "
@@ -185,4 +242,11 @@ if __name__ == "__main__":
     ap.add_argument("--templates", help="that run's --templates (default "
                     "inputs/datasets/templates.json)")
     a = ap.parse_args()
-    check(a.model, a.eval_jsonl, a.examples, a.junction, a.input, a.templates)
+    if a.by_layer:
+        if not a.input:
+            raise SystemExit("pic_sim.py: --by-layer reads the dataset named by --input")
+        by_layer(a.model, a.input, a.by_layer, a.examples, a.junction, a.templates)
+    elif a.eval_jsonl:
+        check(a.model, a.eval_jsonl, a.examples, a.junction, a.input, a.templates)
+    else:
+        raise SystemExit("pic_sim.py: give --eval-jsonl (the check) or --by-layer NAME")
