@@ -154,14 +154,19 @@ def by_layer(model_dir, data_file, name, examples, junction, templates_file=None
 
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
-    t = json.load(open(templates_file or "inputs/datasets/templates.json"))[name]
+    templates = json.load(open(templates_file or "inputs/datasets/templates.json"))
+    if name not in templates:
+        raise SystemExit(f"pic_sim.py: no template '{name}' (known: {', '.join(templates)})")
+    t = templates[name]
     n_layers = model.config.num_hidden_layers
     kinds = model.config.layer_types
     total = [0.0] * n_layers
+    n = 0
     with torch.no_grad():
-        for count, line in enumerate(open(data_file)):
-            if count == examples:
+        for line in open(data_file):
+            if n == examples:
                 break
+            n += 1
             row = json.loads(line)
             ids, spans = prompt(row, t, tok)
             start = len(ids)
@@ -178,7 +183,6 @@ def by_layer(model_dir, data_file, name, examples, junction, templates_file=None
                 out.append(f"{kl:.4f}")
             print(f"{row['_id']}: {ids.shape[1] - start} answer tokens; KL per layer cut "
                   f"{' '.join(out)}", flush=True)
-    n = min(count + 1, examples) if examples else 0
     print(f"\nmean per-token KL(full || pic W={junction}) over the reference answers of {n} "
           f"examples, with the layers below L exact:")
     print("| L | layers read as pic | KL |\n|---:|---|---:|")
