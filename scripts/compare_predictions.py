@@ -10,13 +10,15 @@ B answers and A does not (gained) and the reverse (lost), and the sign test on t
 (gained - lost) / sqrt(gained + lost) standard deviations. Always prints both runs' mean
 score (F1, or ROUGE-L on summaries; x100) and B - A with a 95 % bootstrap interval over the
 examples (2000 resamples, fixed seed; `hypic eval` draws its own, so the last digit of its
-interval may differ). A and B may be two modes of one run (full, pic) or two models. Both
-runs must cover the same examples. Standard library only.
+interval may differ), then how many predictions differ, in how many of those B scores higher
+or lower, and the median word at which they part. A and B may be two modes of one run (full,
+pic) or two models. Both runs must cover the same examples. Standard library only.
 """
 import collections
 import json
 import math
 import random
+import statistics
 import sys
 
 
@@ -71,6 +73,19 @@ def delta_interval(a, b, resamples=2000, seed=20261206):
     mean_b = 100 * sum(b[q]["score"] for q in ids) / n
     print(f"\nmean score over {n}: A {mean_a:.2f}, B {mean_b:.2f}; "
           f"B - A {sum(deltas) / n:+.2f} [{lo:+.2f}, {hi:+.2f}] (95 % bootstrap)")
+    parts = []  # the 1-based word at which two different predictions part
+    for q in ids:
+        wa, wb = a[q]["pred"].split(), b[q]["pred"].split()
+        if wa != wb:
+            parts.append(1 + next((i for i, (x, y) in enumerate(zip(wa, wb)) if x != y),
+                                  min(len(wa), len(wb))))
+    higher = sum(d > 0 for d in deltas)
+    lower = sum(d < 0 for d in deltas)
+    line = (f"predictions that differ: {len(parts)} of {n}; "
+            f"B scores higher in {higher}, lower in {lower}")
+    if parts:
+        line += f"; they part at word {statistics.median(parts):g} (median)"
+    print(line)
 
 
 if __name__ == "__main__":

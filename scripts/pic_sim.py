@@ -117,7 +117,7 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0):
         if spans:
             hi = _mlp(layer, hi + out_i)
         h = _mlp(layer, h + out)
-    if len(at) and exact_below <= base.config.num_hidden_layers - 1:
+    if len(at) and exact_below < base.config.num_hidden_layers:
         h = h.clone()
         h[0, at] = hi[rows, cols]
     return model.lm_head(base.norm(h))
