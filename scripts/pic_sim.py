@@ -28,7 +28,8 @@ later-layer rows were computed without context, which is what pic gives it (bloc
 fine-tuning, for a hybrid). `python3 scripts/pic_sim.py --eval-jsonl ...` checks this pass
 against hypic's own first-token figures; `--by-layer NAME` measures, over a dataset's
 reference answers, how much of pic's divergence each layer's reading of the cached tokens
-makes (`exact_below`).
+makes (`exact_below`); `kv_gap` gives the first attention layer's cached keys and values
+against full recompute's, which train_tiny.py --pic-kv-match trains to agree.
 """
 
 import torch
@@ -70,12 +71,24 @@ def _mlp(layer, h):
     return h + layer.mlp(layer.post_attention_layernorm(h))
 
 
-def pic_logits(model, ids, spans, junction=0, exact_below=0):
+def _kv(attn, x):
+    """A full-attention layer's keys (after their norm, before RoPE, which rotates both
+    streams' keys alike) and values of input-normed rows x [N, d], flattened to [N, *]."""
+    k = attn.k_norm(attn.k_proj(x).view(x.shape[0], -1, attn.head_dim))
+    return torch.cat([k.flatten(1), attn.v_proj(x)], dim=1)
+
+
+def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
     """Logits [1, T, V] of ids ([1, T]) as hypic's pic mode with junction width `junction`
     computes them. spans: the segments' (start, end) token ranges in order, none overlapping
     (before the first: the prefix; after the last: the suffix). No spans: a full pass.
     exact_below (a diagnostic, not a mode of hypic): layers below it read the cached
-    positions as full recompute does; the layers from it on as pic does."""
+    positions as full recompute does; the layers from it on as pic does.
+    kv_gap: a dict that receives "kv_gap", the first full-attention layer's keys and values
+    of the cached tokens as pic has them (the segment alone) against full recompute's,
+    sum |pic - full|^2 / sum |full|^2, differentiable in both (train_tiny.py
+    --pic-kv-match). It is where this model's pic loses (`--by-layer`); it costs a full
+    pass through the layers below."""
     base = model.model
     T = ids.shape[1]
     h = base.embed_tokens(ids)
@@ -96,8 +109,18 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0):
         pe_i = base.rotary_emb(hi, pos)
     rows, cols, at = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long), \
         torch.tensor(at, dtype=torch.long)
+    # full recompute's rows, kept up to the first attention layer for kv_gap
+    h_full = h if kv_gap is not None and len(at) else None
     for index, layer in enumerate(base.layers[:base.config.num_hidden_layers]):
         exact = index < exact_below
+        if h_full is not None and layer.block_type != "linear_attention":
+            full_kv = _kv(layer.self_attn, layer.input_layernorm(h_full[0, at]))
+            pic_kv = _kv(layer.self_attn, layer.input_layernorm(hi[rows, cols]))
+            kv_gap["kv_gap"] = (pic_kv - full_kv).pow(2).sum() / full_kv.pow(2).sum()
+            h_full = None
+        elif h_full is not None:
+            x_full = layer.input_layernorm(h_full)
+            h_full = _mlp(layer, h_full + _gdn(layer.linear_attn, x_full)[0])
         if len(at) and not exact:
             h = h.clone()
             h[0, at] = hi[rows, cols]  # the pic world's input at cached positions

@@ -400,7 +400,7 @@ def batch_tensors(examples):
 
 
 def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher=None,
-           parts=None):
+           parts=None, kv_gap=False):
     """Mean loss over answer tokens, over the other tokens, and per row whether every answer
     token is the argmax. spans: per row None (computed in full) or the segments' token
     ranges, for a row computed as hypic's pic mode with junction width `junction` would
@@ -409,7 +409,10 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
     distribution at that token (default: this model's; no gradient through it); the other
     tokens keep their cross-entropy; a list gives each row its own weight. parts: a dict that
     receives "answer_ce", the answer tokens' mean cross-entropy before any mixing (with
-    distill=1 the first value returned is then the KL alone, and both come from one pass)."""
+    distill=1 the first value returned is then the KL alone, and both come from one pass),
+    and with kv_gap "kv_gap": the mean over the pic rows of pic_sim's kv_gap (the first
+    attention layer's keys and values of the cached tokens, pic's against full recompute's),
+    a tensor with its gradient (0 without pic rows)."""
     import torch
     import torch.nn.functional as F
 
@@ -423,10 +426,16 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
         if full:
             for b, row in zip(full, model(input_ids=ids[full]).logits):
                 rows[b] = row
+        gaps = []
         for b, s in enumerate(spans):
             if s is not None:
-                rows[b] = pic_logits(model, ids[b:b + 1], s, junction)[0]
+                gap = {} if kv_gap else None
+                rows[b] = pic_logits(model, ids[b:b + 1], s, junction, kv_gap=gap)[0]
+                if gap:
+                    gaps.append(gap["kv_gap"])
         logits = torch.stack(rows)
+        if kv_gap and parts is not None:
+            parts["kv_gap"] = torch.stack(gaps).mean() if gaps else torch.zeros(())
     logits = logits[:, :-1]
     target = ids[:, 1:]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
@@ -700,6 +709,9 @@ def print_long_plan(args, tokens_per_second=None):
             print(f"  --pic-distill: their answer tokens' loss {args.pic_distill:g} x "
                   f"KL(full of the --init-from model || pic) + {1 - args.pic_distill:g} x "
                   f"cross-entropy")
+        if args.pic_kv_match > 0:
+            print(f"  --pic-kv-match: + {args.pic_kv_match:g} x the first attention layer's "
+                  f"cached keys and values, pic's against full recompute's (relative)")
     print(f"  init from {args.init_from}; lr {args.lr}, 5 % warm-up, cosine to 5 %; "
           f"threads {args.threads}; max positions {LONG_MAX_POSITIONS}")
 
@@ -728,6 +740,12 @@ def first_step_share(pools, args):
         tally["moved_to"] += sum(moved_to.fullmatch(q) is not None for q, _ in more)
         tally["notes"].append(sum(e["kind"] == "note" for e in ex["entities"]))
     return tally
+
+
+def kv_note(parts):
+    """The step's kv_gap for the progress line, where it was computed."""
+    gap = parts.get("kv_gap")
+    return "" if gap is None else f", kv gap {gap.item():.4f}"
 
 
 def main_long(args):
@@ -807,14 +825,16 @@ def main_long(args):
                 hits += bool(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w)[2][0])
             # The loss and KL(full || pic) per summary token, both modes this model's (the
             # distance pic leaves), from one pic pass each
-            sl_, kl_ = [], []
+            sl_, kl_, gap_ = [], [], []
             for d in dev_sum:
                 parts = {}
                 kl_.append(losses(model, *batch_tensors([d]), spans=[d[4]], junction=w,
-                                  distill=1.0, parts=parts)[0].item())
+                                  distill=1.0, parts=parts, kv_gap=True)[0].item())
                 sl_.append(parts["answer_ce"])
+                gap_.append(parts["kv_gap"].item())
         model.train()
-        return hits / len(dev_qa), sum(sl_) / len(sl_), sum(kl_) / len(kl_)
+        return (hits / len(dev_qa), sum(sl_) / len(sl_), sum(kl_) / len(kl_),
+                sum(gap_) / len(gap_))
 
     def report(step, minutes):
         em, kinds, sum_loss = dev_eval()
@@ -822,11 +842,12 @@ def main_long(args):
                  "dev_summary_loss": round(sum_loss, 4), "minutes": minutes}
         line = f"dev QA EM {em:.3f} {kinds}, dev summary loss {sum_loss:.3f}"
         if args.pic_share > 0:
-            pem, psum, pkl = dev_eval_pic()
+            pem, psum, pkl, pgap = dev_eval_pic()
             entry.update(dev_em_pic=pem, dev_summary_loss_pic=round(psum, 4),
-                         dev_summary_kl_pic=round(pkl, 4))
+                         dev_summary_kl_pic=round(pkl, 4), dev_summary_kv_gap=round(pgap, 4))
             line += (f"; as pic W={args.pic_junction}: dev QA EM {pem:.3f}, "
-                     f"dev summary loss {psum:.3f}, KL(full || pic) {pkl:.3f} per token")
+                     f"dev summary loss {psum:.3f}, KL(full || pic) {pkl:.4f} per token, "
+                     f"first attention layer's cached K,V off by {pgap:.4f} (relative, squared)")
         log.append(entry)
         return line
 
@@ -861,9 +882,12 @@ def main_long(args):
         # Summary rows come first (i < n_sum).
         distill = [args.pic_distill if args.pic_distill_rows == "all" or i < n_sum else 0.0
                    for i in range(rows)]
+        parts = {}
         ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction,
-                                  distill, teacher)
+                                  distill, teacher, parts, kv_gap=args.pic_kv_match > 0)
         loss = ans + args.lm_weight * lm
+        if args.pic_kv_match > 0 and "kv_gap" in parts:
+            loss = loss + args.pic_kv_match * parts["kv_gap"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -874,7 +898,8 @@ def main_long(args):
             print(f"step {step}: progress {progress:.3f}, {passages[0]}-{passages[1]} passages x "
                   f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, "
                   f"answer loss {ans.item():.3f}, lm loss "
-                  f"{lm.item():.3f}, {tokens / el:.0f} tok/s, {el / 60:.1f} min", flush=True)
+                  f"{lm.item():.3f}{kv_note(parts)}, {tokens / el:.0f} tok/s, "
+                  f"{el / 60:.1f} min", flush=True)
             log.append({"step": step, "answer_loss": round(ans.item(), 4),
                         "lm_loss": round(lm.item(), 4), "passages": list(passages),
                         "minutes": round(el / 60, 2)})
@@ -892,6 +917,7 @@ def main_long(args):
                         "slow_heads": args.slow_heads, "pic_share": args.pic_share,
                         "pic_junction": args.pic_junction, "pic_distill": args.pic_distill,
                         "pic_distill_rows": args.pic_distill_rows,
+                        "pic_kv_match": args.pic_kv_match,
                         "summary_share": args.summary_share,
                         "last_stage_only": args.last_stage_only,
                         "passages": list(args.passages) if args.passages else None,
@@ -979,6 +1005,11 @@ def main():
                     help="--task long: the pic rows --pic-distill applies to; summaries: the "
                          "question rows keep the plain cross-entropy (for --answers chain, "
                          "whose answers the --init-from model does not give)")
+    ap.add_argument("--pic-kv-match", type=float, default=0.0, metavar="WEIGHT",
+                    help="--task long: add WEIGHT x the pic rows' kv_gap to the loss (the "
+                    "first attention layer's keys and values of the cached tokens, pic's "
+                    "against full recompute's, relative squared difference; pic_sim.py), "
+                    "pulling both toward each other")
     ap.add_argument("--summary-share", type=float, default=None,
                     help="--task long: share of summary rows (default: LONG_PLAN's)")
     ap.add_argument("--passages", type=lambda v: tuple(int(x) for x in v.split(",")),
@@ -1036,6 +1067,10 @@ def main():
         args.note_share = sl.NOTE_SHARE
     if not 0.0 <= args.note_share <= 1.0:
         raise SystemExit("--note-share is a probability between 0 and 1")
+    if args.pic_kv_match < 0:
+        raise SystemExit("--pic-kv-match is a weight of 0 or more")
+    if args.pic_kv_match > 0 and args.pic_share == 0:
+        raise SystemExit("--pic-kv-match applies to the --pic-share rows: give --pic-share too")
     if args.pic_distill > 0 and args.pic_share == 0:
         raise SystemExit("--pic-distill applies to the --pic-share rows: give --pic-share too")
     if args.passages and not (len(args.passages) == 2
