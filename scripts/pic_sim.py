@@ -87,8 +87,9 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
     kv_gap: a dict that receives "kv_gap", the first full-attention layer's keys and values
     of the cached tokens as pic has them (the segment alone) against full recompute's,
     sum |pic - full|^2 / sum |full|^2, differentiable in both (train_tiny.py
-    --pic-kv-match), and "full_rows", full recompute's rows into that layer at the cached
-    positions [N, d] (`check` compares them with transformers'). It is where this model's
+    --pic-kv-match), "full_rows", full recompute's rows into that layer at the cached
+    positions [N, d] (`check` compares them with transformers'), and "at", those positions
+    [N]. Nothing when no token is cached. It is where this model's
     pic loses (`--by-layer`); it costs a full pass through the layers below."""
     base = model.model
     T = ids.shape[1]
@@ -118,7 +119,7 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
             full_kv = _kv(layer.self_attn, layer.input_layernorm(h_full[0, at]))
             pic_kv = _kv(layer.self_attn, layer.input_layernorm(hi[rows, cols]))
             kv_gap["kv_gap"] = (pic_kv - full_kv).pow(2).sum() / full_kv.pow(2).sum()
-            kv_gap["full_rows"] = h_full[0, at]
+            kv_gap["full_rows"], kv_gap["at"] = h_full[0, at], at
             h_full = None
         elif h_full is not None:
             x_full = layer.input_layernorm(h_full)
@@ -249,10 +250,9 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
             if gap:  # kv_gap's full-recompute rows against transformers' hidden states
                 first = model.config.layer_types.index("full_attention")
                 hidden = model(input_ids=ids, output_hidden_states=True).hidden_states[first]
-                at = [t for s, e in spans for t in range(s + max(0, min(junction, e - s - 1)), e)]
                 kv_note = (f"; kv_gap {gap['kv_gap'].item():.4f}, its full-recompute rows "
                            f"into layer {first} against transformers: max |Δ| "
-                           f"{(gap['full_rows'] - hidden[0, at]).abs().max().item():.1e}")
+                           f"{(gap['full_rows'] - hidden[0, gap['at']]).abs().max().item():.1e}")
             ref = r["first_token_kl"]
             worst = max(worst, abs(kl - ref) / max(ref, 1e-3))
             print(f"{r['_id']}: {ids.shape[1]} tokens (hypic {r['prompt_tokens']}), "

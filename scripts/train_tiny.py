@@ -412,7 +412,8 @@ def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher
     distill=1 the first value returned is then the KL alone, and both come from one pass),
     and with kv_gap "kv_gap": the mean over the pic rows of pic_sim's kv_gap (the first
     attention layer's keys and values of the cached tokens, pic's against full recompute's),
-    a tensor with its gradient (0 without pic rows)."""
+    a tensor with its gradient (0 when no pic row has a cached token; absent when no row is
+    pic)."""
     import torch
     import torch.nn.functional as F
 
