@@ -89,8 +89,8 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
     sum |pic - full|^2 / sum |full|^2, differentiable in both (train_tiny.py
     --pic-kv-match), "full_rows", full recompute's rows into that layer at the cached
     positions [N, d] (`check` compares them with transformers'), and "at", those positions
-    [N]. Nothing when no token is cached. It is where this model's
-    pic loses (`--by-layer`); it costs a full pass through the layers below."""
+    [N]; nothing when no token is cached or no layer is full attention. It is where this
+    model's pic loses (`--by-layer`); it costs a full pass through the layers below."""
     base = model.model
     T = ids.shape[1]
     h = base.embed_tokens(ids)
@@ -241,7 +241,9 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
                                  f"{r['prompt_tokens']} in hypic eval: the passages were "
                                  "split or tokenized differently, so the KLs cannot be compared")
             ids = torch.tensor([ids])
-            full = model(input_ids=ids).logits[0, -1].log_softmax(-1)
+            # one transformers pass: its logits, and its hidden states for kv_gap's rows
+            ref_pass = model(input_ids=ids, output_hidden_states=True)
+            full = ref_pass.logits[0, -1].log_softmax(-1)
             hand = pic_logits(model, ids, [])[0, -1].log_softmax(-1)
             gap = {}
             pic = pic_logits(model, ids, spans, junction, kv_gap=gap)[0, -1].log_softmax(-1)
@@ -249,7 +251,7 @@ def check(model_dir, jsonl, runs, junction, data_file=None, templates_file=None)
             kv_note = ""
             if gap:  # kv_gap's full-recompute rows against transformers' hidden states
                 first = model.config.layer_types.index("full_attention")
-                hidden = model(input_ids=ids, output_hidden_states=True).hidden_states[first]
+                hidden = ref_pass.hidden_states[first]
                 kv_note = (f"; kv_gap {gap['kv_gap'].item():.4f}, its full-recompute rows "
                            f"into layer {first} against transformers: max |Δ| "
                            f"{(gap['full_rows'] - hidden[0, gap['at']]).abs().max().item():.1e}")
