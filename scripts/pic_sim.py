@@ -78,7 +78,35 @@ def _kv(attn, x):
     return torch.cat([k.flatten(1), attn.v_proj(x)], dim=1)
 
 
-def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
+def isolated_stream(model, ids, spans):
+    """The isolated stream of ids ([1, T]) with segments `spans`: every segment alone, in one
+    right-padded batch [K, L, d] at its true positions. Returns (inputs, convs): inputs[i] is
+    the batch's input to layer i (inputs[-1] the last layer's output), convs[i] a linear
+    layer's conv outputs after SiLU [K, L, C] (None for attention). It does not depend on
+    exact_below, so `--by-layer` computes it once per example for all its cuts."""
+    base = model.model
+    h = base.embed_tokens(ids)
+    L = max(e - s for s, e in spans)
+    hi = torch.stack([F.pad(h[0, s:e], (0, 0, 0, L - (e - s))) for s, e in spans])
+    pos = torch.stack([torch.arange(s, s + L) for s, _ in spans])
+    pe_i = base.rotary_emb(hi, pos)
+    inputs, convs = [], []
+    for layer in base.layers[:base.config.num_hidden_layers]:
+        inputs.append(hi)
+        x = layer.input_layernorm(hi)
+        if layer.block_type == "linear_attention":
+            out, conv = _gdn(layer.linear_attn, x)
+        else:
+            out, _ = layer.self_attn(hidden_states=x, position_embeddings=pe_i,
+                                     attention_mask=causal(L))
+            conv = None
+        convs.append(conv)
+        hi = _mlp(layer, hi + out)
+    inputs.append(hi)
+    return inputs, convs
+
+
+def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None, isolated=None):
     """Logits [1, T, V] of ids ([1, T]) as hypic's pic mode with junction width `junction`
     computes them. spans: the segments' (start, end) token ranges in order, none overlapping
     (before the first: the prefix; after the last: the suffix). No spans: a full pass.
@@ -90,7 +118,8 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
     --pic-kv-match), "full_rows", full recompute's rows into that layer at the cached
     positions [N, d] (`check` compares them with transformers'), and "at", those positions
     [N]; nothing when no token is cached or no layer is full attention. It is where this
-    model's pic loses (`--by-layer`); it costs a full pass through the layers below."""
+    model's pic loses (`--by-layer`); it costs a full pass through the layers below.
+    isolated: `isolated_stream(model, ids, spans)` when the caller already has it."""
     base = model.model
     T = ids.shape[1]
     h = base.embed_tokens(ids)
@@ -104,17 +133,16 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
             rows.append(i)
             cols.append(t - s)
             at.append(t)
-    if spans:
-        L = max(e - s for s, e in spans)
-        hi = torch.stack([F.pad(h[0, s:e], (0, 0, 0, L - (e - s))) for s, e in spans])
-        pos = torch.stack([torch.arange(s, s + L) for s, _ in spans])
-        pe_i = base.rotary_emb(hi, pos)
+    if spans and isolated is None:
+        isolated = isolated_stream(model, ids, spans)
     rows, cols, at = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long), \
         torch.tensor(at, dtype=torch.long)
     # full recompute's rows, kept up to the first attention layer for kv_gap
     h_full = h if kv_gap is not None and len(at) else None
     for index, layer in enumerate(base.layers[:base.config.num_hidden_layers]):
         exact = index < exact_below
+        if len(at):
+            hi = isolated[0][index]
         if h_full is not None and layer.block_type != "linear_attention":
             full_kv = _kv(layer.self_attn, layer.input_layernorm(h_full[0, at]))
             pic_kv = _kv(layer.self_attn, layer.input_layernorm(hi[rows, cols]))
@@ -129,23 +157,15 @@ def pic_logits(model, ids, spans, junction=0, exact_below=0, kv_gap=None):
             h[0, at] = hi[rows, cols]  # the pic world's input at cached positions
         x = layer.input_layernorm(h)
         if layer.block_type == "linear_attention":
-            override = None
-            if spans:
-                out_i, conv_i = _gdn(layer.linear_attn, layer.input_layernorm(hi))
-                override = None if exact else (at, conv_i[rows, cols])
+            override = None if exact or not len(at) else (at, isolated[1][index][rows, cols])
             out, _ = _gdn(layer.linear_attn, x, override)
         else:
-            if spans:
-                out_i, _ = layer.self_attn(hidden_states=layer.input_layernorm(hi),
-                                           position_embeddings=pe_i, attention_mask=causal(L))
             out, _ = layer.self_attn(hidden_states=x, position_embeddings=pe,
                                      attention_mask=causal(T))
-        if spans:
-            hi = _mlp(layer, hi + out_i)
         h = _mlp(layer, h + out)
     if len(at) and exact_below < base.config.num_hidden_layers:
         h = h.clone()
-        h[0, at] = hi[rows, cols]
+        h[0, at] = isolated[0][-1][rows, cols]
     return model.lm_head(base.norm(h))
 
 
@@ -201,9 +221,10 @@ def by_layer(model_dir, data_file, name, examples, junction, templates_file=None
             # the logits that predict the answer's tokens: from the suffix's last token on
             full = model(input_ids=ids).logits[0, start - 1:-1].log_softmax(-1)
             out = []
+            iso = isolated_stream(model, ids, spans)  # the same for every cut
             for below in range(n_layers):
-                pic = pic_logits(model, ids, spans, junction, below)[0, start - 1:-1]
-                pic = pic.log_softmax(-1)
+                pic = pic_logits(model, ids, spans, junction, below, isolated=iso)
+                pic = pic[0, start - 1:-1].log_softmax(-1)
                 kl = (full.exp() * (full - pic)).sum(-1).mean().item()
                 total[below] += kl
                 out.append(f"{kl:.4f}")
