@@ -13,13 +13,14 @@ then the answer tokens). pic caches every segment computed on its own, then at q
   true positions: re-rotation is exact); a linear layer composes S = T·S_in + S(·|0), with
   T and S(·|0) from the isolated computation (its conv outputs included).
 
-So two streams run side by side, layer by layer:
-1. isolated: every segment alone (one right-padded batch, zero state, true positions);
-2. the pic world: the whole prompt, where each layer's input at a cached position is the
-   isolated stream's row. A full-attention layer is then plain causal attention over it; a
-   linear layer is the recurrence run straight through it, with the conv outputs at cached
-   positions taken from the isolated stream (the composition equals that recurrence). Only
-   the fresh positions' outputs are kept.
+So two streams run, the first before the second:
+1. isolated (`isolated_stream`): every segment alone (one right-padded batch, zero state,
+   true positions), every layer's input kept;
+2. the pic world, layer by layer: the whole prompt, where each layer's input at a cached
+   position is the isolated stream's row. A full-attention layer is then plain causal
+   attention over it; a linear layer is the recurrence run straight through it, with the
+   conv outputs at cached positions taken from the isolated stream (the composition equals
+   that recurrence). Only the fresh positions' outputs are kept.
 The logits at cached positions are the isolated stream's (an LM loss there trains a
 segment alone).
 
