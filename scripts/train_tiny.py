@@ -53,6 +53,7 @@ import math
 import pathlib
 import random
 import re
+import resource
 import statistics
 import time
 
@@ -397,6 +398,11 @@ def batch_tensors(examples):
         w_ans[b, :len(seq) - 1] = (m == 1).float()
         w_lm[b, :len(seq) - 1] = (m == 0).float()
     return ids, w_ans, w_lm
+
+
+def peak_gb():
+    """This process's peak resident memory so far, in GB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def losses(model, ids, w_ans, w_lm, spans=None, junction=0, distill=0.0, teacher=None,
@@ -900,7 +906,7 @@ def main_long(args):
                   f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, "
                   f"answer loss {ans.item():.3f}, lm loss "
                   f"{lm.item():.3f}{kv_note(parts)}, {tokens / el:.0f} tok/s, "
-                  f"{el / 60:.1f} min", flush=True)
+                  f"{el / 60:.1f} min, peak memory {peak_gb():.1f} GB", flush=True)
             log.append({"step": step, "answer_loss": round(ans.item(), 4),
                         "lm_loss": round(lm.item(), 4), "passages": list(passages),
                         "minutes": round(el / 60, 2)})
@@ -928,6 +934,7 @@ def main_long(args):
                         "note_share": args.note_share,
                         "summary_headers": args.summary_headers,
                         "minutes": round((time.time() - start) / 60, 1),
+                        "peak_memory_gb": round(peak_gb(), 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
                         "continues": earlier})
     print(f"wrote {out}", flush=True)
@@ -1126,8 +1133,9 @@ def main():
     log = []
     start = time.time()
     # Stage 1: copying. Induction rows only, until the model copies (loss on the repeats
-    # below 1 nat, vs ln V ~ 7.6 when it cannot) or --induction-steps. Without this the QA
-    # task sits on a plateau (answers guessed by type, EM ~0) for longer than the budget.
+    # below 1 nat, vs ln V ~ 7.6 when it cannot), --induction-steps or the end of --minutes
+    # (then no QA step runs). Without this the QA task sits on a plateau (answers guessed by
+    # type, EM ~0) for longer than the budget.
     smooth = None
     for i in range(args.induction_steps):
         for g in opt.param_groups:
@@ -1143,7 +1151,7 @@ def main():
         if (i + 1) % 20 == 0:
             print(f"copy step {i + 1}: loss on repeats {smooth:.3f}, "
                   f"{(time.time() - start) / 60:.1f} min", flush=True)
-        if smooth < 1.0:
+        if smooth < 1.0 or (time.time() - start) / 60 >= args.minutes:
             break
     log.append({"stage": "copy", "steps": i + 1, "loss_on_repeats": round(smooth, 3),
                 "minutes": round((time.time() - start) / 60, 2)})
@@ -1196,6 +1204,7 @@ def main():
                         "minutes_budget": args.minutes, "batch": args.batch, "lr": args.lr,
                         "threads": args.threads, "parameters": n_params,
                         "minutes": round((time.time() - start) / 60, 1),
+                        "peak_memory_gb": round(peak_gb(), 1),
                         "torch": torch.__version__, "log": log})
     print(f"wrote {out}", flush=True)
 
