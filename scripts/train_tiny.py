@@ -400,8 +400,8 @@ def batch_tensors(examples):
     return ids, w_ans, w_lm
 
 
-def peak_gb():
-    """This process's peak resident memory so far, in GB (Linux reports ru_maxrss in KiB)."""
+def peak_gib():
+    """This process's peak resident memory so far, in GiB (Linux gives ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
@@ -906,7 +906,7 @@ def main_long(args):
                   f"{rows} ({sum(s is not None for s in spans)} as pic), {ids.shape[1]} tokens, "
                   f"answer loss {ans.item():.3f}, lm loss "
                   f"{lm.item():.3f}{kv_note(parts)}, {tokens / el:.0f} tok/s, "
-                  f"{el / 60:.1f} min, peak memory {peak_gb():.1f} GB", flush=True)
+                  f"{el / 60:.1f} min, peak memory {peak_gib():.1f} GiB", flush=True)
             log.append({"step": step, "answer_loss": round(ans.item(), 4),
                         "lm_loss": round(lm.item(), 4), "passages": list(passages),
                         "minutes": round(el / 60, 2)})
@@ -934,7 +934,7 @@ def main_long(args):
                         "note_share": args.note_share,
                         "summary_headers": args.summary_headers,
                         "minutes": round((time.time() - start) / 60, 1),
-                        "peak_memory_gb": round(peak_gb(), 1),
+                        "peak_memory_gib": round(peak_gib(), 1),
                         "train_seed": args.train_seed, "torch": torch.__version__, "log": log,
                         "continues": earlier})
     print(f"wrote {out}", flush=True)
@@ -1204,7 +1204,7 @@ def main():
                         "minutes_budget": args.minutes, "batch": args.batch, "lr": args.lr,
                         "threads": args.threads, "parameters": n_params,
                         "minutes": round((time.time() - start) / 60, 1),
-                        "peak_memory_gb": round(peak_gb(), 1),
+                        "peak_memory_gib": round(peak_gib(), 1),
                         "torch": torch.__version__, "log": log})
     print(f"wrote {out}", flush=True)
 
