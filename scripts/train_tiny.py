@@ -893,7 +893,7 @@ def main_long(args):
         ans, lm, correct = losses(model, ids, w_ans, w_lm, spans, args.pic_junction,
                                   distill, teacher, parts, kv_gap=args.pic_kv_match > 0)
         loss = ans + args.lm_weight * lm
-        if args.pic_kv_match > 0 and "kv_gap" in parts:
+        if "kv_gap" in parts:  # only asked for with --pic-kv-match, on steps with pic rows
             loss = loss + args.pic_kv_match * parts["kv_gap"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
