@@ -866,10 +866,13 @@ def main_long(args):
     log, tokens, step, start = [], 0, 0, time.time()
     print(f"start: {report(0, 0.0)}", flush=True)
     start = time.time()  # the budget counts training (and the evaluations during it) only
+    clock_led = 0  # steps whose learning rate the clock set: then the run is not replayable
     while True:
-        progress = max(step / args.steps, (time.time() - start) / 60 / args.minutes)
+        by_clock = (time.time() - start) / 60 / args.minutes
+        progress = max(step / args.steps, by_clock)
         if progress >= 1.0:
             break
+        clock_led += lr_at(progress) != lr_at(step / args.steps)
         passages, rows, share = long_stage(1.0 if args.last_stage_only else progress)
         if args.passages:
             passages, rows = args.passages, args.rows or rows
@@ -914,12 +917,18 @@ def main_long(args):
             print(f"  {report(step, round(el / 60, 2))}", flush=True)
             export(model, out, {"partial": True, "steps_run": step, "log": log})
     print(f"final {report(step, round((time.time() - start) / 60, 2))}", flush=True)
+    schedule = ("steps" if clock_led == 0 else
+                f"minutes: the clock set the learning rate of {clock_led} of {step} steps")
+    print(f"schedule set by {schedule}" + ("" if clock_led == 0 else
+          " (not replayable bit for bit; bound a run by --steps with a --minutes it cannot "
+          "reach for that)"), flush=True)
     shown = init.resolve()
     shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
     export(model, out, {"task": "long", "seed": args.seed, "init_from": str(shown),
                         "steps_asked": args.steps, "steps_run": step,
-                        "minutes_budget": args.minutes, "lr": args.lr, "threads": args.threads,
-                        "plan": LONG_PLAN, "parameters": n_params,
+                        "minutes_budget": args.minutes, "schedule": schedule,
+                        "lr": args.lr, "threads": args.threads, "plan": LONG_PLAN,
+                        "parameters": n_params,
                         "extra_attention_layers": args.extra_attention_layers,
                         "slow_heads": args.slow_heads, "pic_share": args.pic_share,
                         "pic_junction": args.pic_junction, "pic_distill": args.pic_distill,
