@@ -917,9 +917,12 @@ def main_long(args):
             print(f"  {report(step, round(el / 60, 2))}", flush=True)
             export(model, out, {"partial": True, "steps_run": step, "log": log})
     print(f"final {report(step, round((time.time() - start) / 60, 2))}", flush=True)
-    schedule = ("steps" if clock_led == 0 else
-                f"minutes: the clock set the learning rate of {clock_led} of {step} steps")
-    print(f"schedule set by {schedule}" + ("" if clock_led == 0 else
+    replayable = clock_led == 0 and step >= args.steps
+    schedule = ("steps" if replayable else
+                f"minutes: the clock set the learning rate of {clock_led} of {step} steps"
+                + ("" if step >= args.steps else f" and ended the run before --steps "
+                   f"{args.steps}"))
+    print(f"schedule set by {schedule}" + ("" if replayable else
           " (not replayable bit for bit; bound a run by --steps with a --minutes it cannot "
           "reach for that)"), flush=True)
     shown = init.resolve()
