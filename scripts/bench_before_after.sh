@@ -4,6 +4,7 @@
 #   scripts/bench_before_after.sh BEFORE_BINARY AFTER_BINARY [OUT_DIR]
 # e.g. build an older commit into build-before/ and compare it with build/src/hypic.
 # Writes OUT_DIR/{before,after}-{blas,forward,compose,ttft,scaling}.{txt,json}; about 10 min.
+# Takes: about 10 minutes on 2 cores (each benchmark once per binary).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE_BINARY AFTER_BINARY [OUT_DIR]" >&2; exit 2; }
 BEFORE=$1 AFTER=$2 OUT=${3:-outputs/bench-before-after}

@@ -6,6 +6,7 @@
 # machine: with 3 ranks on 2 cores, any other load lands on the workers.
 # Usage: scripts/bench_scaling.sh [RUNS] [extra bench-scaling options]   (default 4 runs)
 # Environment: HYPIC_BUILD_DIR (default build). Outputs: outputs/bench_scaling/run<i>.{txt,json}.
+# Takes: a few minutes per run on 2 cores (each run times 1 and 2 workers); not timed as a whole.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HYPIC="${HYPIC_BUILD_DIR:-build}/src/hypic"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds (Release) and runs the main job on the embedded default in
-# inputs/: the small trained hybrid model inputs/models/qwen3_5-synthqa (scripts/train_tiny.py)
+# inputs/: the small trained hybrid model inputs/models/qwen3_5-synthqa (scripts/train/train_tiny.py)
 # and its synthetic multi-document QA corpus.
 #   1. warm-up: `mpirun -n RANKS hypic warmup` turns every passage of the corpus into a segment
 #      entry of an HDF5 store (rank 0 plans, workers compute);
@@ -10,7 +10,8 @@
 #   4. the long-prompt set (16-32 passages, 4-8k tokens) with the model retrained for it:
 #      `hypic eval` in full, prefix, pic and pic-addition, one table (score, Δ, KL, TTFT).
 # Environment: HYPIC_DEMO_RANKS (default 2), HYPIC_DEMO_QUERIES (default 100),
-# HYPIC_DEMO_LONG_QUERIES (default 40), HYPIC_BUILD_DIR (default build). Outputs: outputs/demo/.
+# HYPIC_DEMO_LONG_QUERIES (default 12), HYPIC_BUILD_DIR (default build). Outputs: outputs/demo/.
+# Takes: under 3 minutes after the build on 2 cores (the set-up and build: see scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -83,7 +84,7 @@ echo
 # is what position-independent caching is for.
 LONG_MODEL=inputs/models/qwen3_5-synthlong
 LONG_SET=inputs/datasets/synthqa_long_demo.jsonl
-NL=${HYPIC_DEMO_LONG_QUERIES:-40}
+NL=${HYPIC_DEMO_LONG_QUERIES:-12}
 echo "== the long-prompt set: $NL questions over 16-32 passages (4-8k tokens), model $LONG_MODEL"
 "$HYPIC" model info --model "$LONG_MODEL" | sed -n 1,4p
 "$HYPIC" eval --model "$LONG_MODEL" --dataset synthqa_long --input "$LONG_SET" --limit "$NL" \

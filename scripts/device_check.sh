@@ -9,13 +9,13 @@
 # (bench preset at 4096 tokens; and a cold 32k-token prefill of the Qwen3.5-35B-A3B shape,
 # random weights, 4 of its 40 layers, scaled to 40), and `hypic bench ttft` (prefix vs pic at
 # 16 x 512 tokens), and prints one table. Every step has a time bound (about 8 minutes in all:
-# the bounds below add up to 480 s; 540 s when step 0b unpacks scripts/device_kit.sh's archive
+# the bounds below add up to 480 s; 540 s when step 0b unpacks scripts/device-kit/device_kit.sh's archive
 # of the libraries, which takes seconds). Exit status 0 only when every step passed and nothing
 # CUDA was skipped (but the NCCL step on a one-GPU machine); no visible GPU is a failure.
 #
 # Usage: scripts/device_check.sh [BUILD_DIR]   (default build-cuda)
 # On the lent H200 (no Open MPI, HDF5 or Kokkos there): make the archive here first with
-# scripts/device_kit.sh and name .devkit in the run's carry (docs/testing.md).
+# scripts/device-kit/device_kit.sh and name .devkit in the run's carry (docs/testing.md).
 # What runs where: the forward pass and the PIC path compute on the device, and the memory
 # tier's segment entries are resident there (docs/architecture.md, "What runs where").
 set -uo pipefail
@@ -68,16 +68,16 @@ CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d 
 mkdir -p "$LOG"
 
 # 0b. A machine with CUDA but without hypic's libraries (the lent H200's image has no Open MPI,
-# HDF5 or Kokkos and cannot download them): unpack the archive scripts/device_kit.sh makes on a
+# HDF5 or Kokkos and cannot download them): unpack the archive scripts/device-kit/device_kit.sh makes on a
 # Debian 12 machine, adding only files that are not there (nothing of the machine is replaced).
 KIT=${HYPIC_DEVICE_KIT:-.devkit/hypic-device-kit.tar.xz}
 if ! command -v mpicc >/dev/null || [[ ! -e /usr/include/trilinos/KokkosCore_config.h ]]; then
   if [[ ! -f $KIT ]]; then
     echo "device_check: FAIL: Open MPI (mpicc) or Kokkos is missing and there is no $KIT:" \
-      "make it with scripts/device_kit.sh on a Debian 12 machine and carry .devkit" >&2
+      "make it with scripts/device-kit/device_kit.sh on a Debian 12 machine and carry .devkit" >&2
     exit 1
   fi
-  step unpack 60 bash scripts/device_kit_unpack.sh "$KIT"
+  step unpack 60 bash scripts/device-kit/device_kit_unpack.sh "$KIT"
   if [[ $RC -ne 0 ]] || ! command -v mpicc >/dev/null; then
     row "unpack $(basename "$KIT")" host FAIL $SECS "see $LOG/unpack.log"
     table

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Figures of a `hypic eval` run folder.
+Takes: seconds (needs matplotlib).
 
 Reads DIR/summary.json and the per-mode prediction files it names, and writes into DIR:
   score_per_mode.png  the dataset's metric per mode (×100), Δ against full as labels

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots `hypic bench qps --json FILE`: TTFT p50 and p99 per mode against the offered load,
-with the SLA and each mode's sustainable QPS. Usage: plot_qps.py FILE.json OUT.png"""
+with the SLA and each mode's sustainable QPS. Usage: plot_qps.py FILE.json OUT.png
+Takes: seconds (needs matplotlib)."""
 import json
 import sys
 

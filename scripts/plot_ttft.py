@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots `hypic bench ttft --segments a,b,c --json FILE`: TTFT p50 per mode and the
-prefix/pic and full/pic ratios against the prompt length. Usage: plot_ttft.py FILE.json OUT.png"""
+prefix/pic and full/pic ratios against the prompt length. Usage: plot_ttft.py FILE.json OUT.png
+Takes: seconds (needs matplotlib)."""
 import json
 import sys
 

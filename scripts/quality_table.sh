@@ -8,14 +8,19 @@
 # Usage: scripts/quality_table.sh [LIMIT]   (default: every example of each set)
 # Environment:
 #   MODEL     model folder [inputs/models/qwen3_5-synthqa]
-#   DATASETS  dataset names, files DATA_DIR/<name>.jsonl [synthqa]; the long-prompt sets of
-#             `train_tiny.py --task long` are "synthqa_long synthsum"
+#   DATASETS  dataset names, files DATA_DIR/<name>.jsonl [synthqa], or NAME=FILE to read another
+#             file as dataset NAME (e.g. synthqa_long=inputs/datasets/synthqa_long_demo.jsonl,
+#             the 40 committed long questions); the long-prompt held-out sets of
+#             `scripts/train/train_tiny.py --task long --data-only --answers tail` (needs torch
+#             and transformers; not committed: about 20 MB) are "synthqa_long synthsum"
 #   DATA_DIR  [inputs/datasets]
 #   HYPIC_BUILD_DIR [build];  HYPIC_ARGS  extra arguments for every `hypic eval`
 #   QUALITY_OUT  output folder [outputs/quality]: two runs at once (say one dataset each, with
 #             HYPIC_ARGS="--threads 1") need two folders; `hypic eval-table` merges their runs
 # Outputs: $QUALITY_OUT/<dataset>/{w8,w0}/ and $QUALITY_OUT/table.md.
 # Builds nothing: run scripts/build.sh (or scripts/demo.sh) first.
+# Takes: synthqa (600 short questions) about 5 min on 2 cores; the long sets about 40 min each;
+# with a LIMIT of 5, under a minute per dataset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HYPIC="${HYPIC_BUILD_DIR:-build}/src/hypic"
@@ -35,8 +40,21 @@ extra=()
 # shellcheck disable=SC2206
 extra+=(${HYPIC_ARGS:-})
 runs=()
-for d in ${DATASETS//,/ }; do
-  data=$DATA_DIR/$d.jsonl
+names=()
+declare -A files
+for spec in ${DATASETS//,/ }; do
+  d=${spec%%=*}
+  files[$d]=$DATA_DIR/$d.jsonl
+  [ "$d" != "$spec" ] && files[$d]=${spec#*=}
+  names+=("$d")
+  [ -f "${files[$d]}" ] || {
+    echo "quality_table: no ${files[$d]} for dataset $d (the long held-out sets are made by" \
+      "scripts/train/train_tiny.py --task long --data-only --answers tail; docs/quality.md)" >&2
+    exit 1
+  }
+done
+for d in "${names[@]}"; do
+  data=${files[$d]}
   mkdir -p "$OUT/$d"
   "$HYPIC" eval --model "$MODEL" --dataset "$d" --input "$data" --out "$OUT/$d/w8" \
     --modes full,prefix,pic,pic-addition --junction 8 "${extra[@]}" >"$OUT/$d/w8.log"
@@ -45,7 +63,7 @@ for d in ${DATASETS//,/ }; do
   runs+=("$OUT/$d/w8" "$OUT/$d/w0")
 done
 {
-  echo "model $MODEL; datasets: $DATASETS (scores x100; Δ and its 95 % bootstrap interval"
+  echo "model $MODEL; datasets: ${names[*]} (scores x100; Δ and its 95 % bootstrap interval"
   echo "over questions against full recompute; KL(full ‖ mode) of the first token; state"
   echo "contrib. = ‖T·S_in‖/‖S‖ per linear layer at segment boundaries, mean over layers)"
   echo
@@ -54,12 +72,12 @@ done
 
 # EM per question kind (the "kind" field of the synthetic sets), QA sets only.
 # shellcheck disable=SC2086  # one argument per dataset
-python3 - "$OUT" "$DATA_DIR" ${DATASETS//,/ } <<'PY' | tee -a "$OUT/table.md"
+python3 - "$OUT" $(for d in "${names[@]}"; do echo "$d=${files[$d]}"; done) <<'PY' | tee -a "$OUT/table.md"
 import json, os, sys
-out, data_dir, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-for d in names:
+out, specs = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
+for d, path in specs:
     kind = {}
-    for line in open(f"{data_dir}/{d}.jsonl"):
+    for line in open(path):
         j = json.loads(line)
         kind[j["_id"]] = j.get("kind", "?")
     rows = []
@@ -92,7 +110,7 @@ PY
 # share of the reference's sentences it contains anywhere, and the share of its own sentences that
 # are not repeats (greedy decoding of a small model loops; ROUGE-L alone hides how much).
 # shellcheck disable=SC2086  # one argument per dataset
-python3 - "$OUT" ${DATASETS//,/ } <<'PY' | tee -a "$OUT/table.md"
+python3 - "$OUT" "${names[@]}" <<'PY' | tee -a "$OUT/table.md"
 import json, sys
 out, names = sys.argv[1], sys.argv[2:]
 sentences = lambda text: [x.strip() for x in text.split(".") if x.strip()]

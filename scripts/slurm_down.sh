@@ -3,6 +3,7 @@
 # exactly the munged, slurmctld and slurmd PIDs recorded in $HYPIC_SLURM_DIR/pids
 # (each checked to still be that program), then removes the state folder and the
 # /etc/slurm/slurm.conf link if slurm_up.sh made it. Never kills by name.
+# Takes: seconds (at most 10 s per daemon before SIGKILL).
 #
 # Environment:
 #   HYPIC_SLURM_DIR    state folder (default /tmp/hypic-slurm)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Brings up a single-node Slurm test cluster on this machine (docs/slurm.md).
+# Takes: under a minute once Slurm is installed (apt-get the first time).
 #
 #   bash scripts/slurm_up.sh          # install if needed, configure, start, wait for idle
 #   export SLURM_CONF=/tmp/hypic-slurm/slurm.conf   # what it prints at the end

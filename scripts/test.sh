@@ -3,6 +3,7 @@
 # (unit tests, MPI tests at 1-3 ranks, CLI tests) and then the Slurm job scripts on a
 # single-node test cluster (scripts/test_slurm.sh; HYPIC_SKIP_SLURM=1 leaves them out and
 # says so).
+# Takes: about 28 minutes on a fresh 2-core machine, 17 of them the build (issue #49).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -3,6 +3,7 @@
 # (docs/slurm.md): brings Slurm up with scripts/slurm_up.sh, submits each job
 # with `sbatch --wait`, checks exit codes and outputs, and brings Slurm down on
 # exit (only if this script brought it up). Builds nothing.
+# Takes: at most HYPIC_TEST_BUDGET seconds (400).
 #
 #   bash scripts/test_slurm.sh                 # uses build/src/hypic
 #   HYPIC_BIN=/path/to/hypic bash scripts/test_slurm.sh

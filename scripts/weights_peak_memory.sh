@@ -5,6 +5,7 @@
 # to a temporary folder under /tmp (never committed) and removes it afterwards; with
 # HYPIC_PEAK_DIR=DIR the checkpoint is written there once and kept for later runs.
 #   scripts/weights_peak_memory.sh [build/src/hypic] [preset]
+# Takes: a few minutes (writes and loads a 2.2 GB checkpoint twice).
 set -euo pipefail
 HYPIC=${1:-build/src/hypic}
 PRESET=${2:-large}

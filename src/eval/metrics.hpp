@@ -1,6 +1,6 @@
 #pragma once
 // Answer quality metrics, matching the Python reference implementations to 1e-6 (golden data
-// from scripts/make_metrics_golden.py):
+// from scripts/golden/make_metrics_golden.py):
 //  - exact match and token F1 after SQuAD v1.1 answer normalisation (as LongBench's
 //    qa_f1_score for hotpotqa / 2wikimqa / musique / triviaqa);
 //  - ROUGE-L as the `rouge-score` package computes it (rouge_scorer.RougeScorer(["rougeL"]),

@@ -1,7 +1,7 @@
 #pragma once
 // Small Unicode toolkit shared by the tokenizer and the answer metrics: UTF-8 decoding and
 // validation, NFC normalisation, and lower-casing exactly as Python's str.lower() does it.
-// The data tables are generated from Python's unicodedata by scripts/make_unicode_tables.py.
+// The data tables are generated from Python's unicodedata by scripts/golden/make_unicode_tables.py.
 #include <cstddef>
 #include <string>
 #include <string_view>

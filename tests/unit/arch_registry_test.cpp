@@ -165,7 +165,7 @@ TEST(ArchRegistry, EveryArchitectureSavesLoadsAndSkipsItsIgnoredTensors) {
   }
 }
 
-// Adding an architecture means adding its golden folder (scripts/make_golden.py), which the
+// Adding an architecture means adding its golden folder (scripts/golden/make_golden.py), which the
 // Models/Golden tests then check against transformers.
 TEST(ArchRegistry, EveryArchitectureHasAGoldenModel) {
   for (const ArchSpec* a : architectures()) {

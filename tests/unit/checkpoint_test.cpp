@@ -127,7 +127,7 @@ TEST(Checkpoint, LoadsGoldenFolders) {
 TEST(Checkpoint, ShardedFullLayoutEqualsSingleFile) {
   if (!golden("qwen3_5") || !golden("qwen3_5_sharded"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const LoadedModel single = load_checkpoint(kGolden + "/qwen3_5");
   const LoadedModel sharded = load_checkpoint(kGolden + "/qwen3_5_sharded");
   EXPECT_FALSE(single.sharded);
@@ -141,7 +141,7 @@ TEST(Checkpoint, ShardedFullLayoutEqualsSingleFile) {
 TEST(Checkpoint, DisagreeingTieFlagsAreSettledByTheCheckpoint) {
   if (!golden("qwen3_5_sharded"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const std::string d = tmp.file("m");
   fs::copy(kGolden + "/qwen3_5_sharded", d, fs::copy_options::recursive);
@@ -156,7 +156,7 @@ TEST(Checkpoint, DisagreeingTieFlagsAreSettledByTheCheckpoint) {
 TEST(Checkpoint, Bf16CheckpointHoldsTheRoundedWeights) {
   if (!golden("qwen3_5") || !golden("qwen3_5_bf16"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const LoadedModel f32 = load_checkpoint(kGolden + "/qwen3_5");
   const LoadedModel bf = load_checkpoint(kGolden + "/qwen3_5_bf16");
   expect_same_weights(f32.weights, bf.weights, [](float x) { return bf16_to_f32(f32_to_bf16(x)); });
@@ -167,7 +167,7 @@ TEST(Checkpoint, Bf16CheckpointHoldsTheRoundedWeights) {
 TEST(Checkpoint, WeightsDTypeKeepsOrWidensTheProjections) {
   if (!golden("qwen3_5") || !golden("qwen3_5_bf16"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const LoadedModel kept = load_checkpoint(kGolden + "/qwen3_5_bf16");
   const LoadedModel wide = load_checkpoint(kGolden + "/qwen3_5_bf16", WeightsDType::F32);
   const LoadedModel f32 = load_checkpoint(kGolden + "/qwen3_5");
@@ -237,7 +237,7 @@ TEST(Checkpoint, WeightsDTypeKeepsOrWidensTheProjections) {
 TEST(Checkpoint, Qwen3NextGroupedProjectionsBecomeFlat) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const std::string dir = kGolden + "/qwen3_next";
   const LoadedModel m = load_checkpoint(dir);
   const ModelConfig& c = m.config;
@@ -279,7 +279,7 @@ TEST(Checkpoint, Qwen3NextGroupedProjectionsBecomeFlat) {
 TEST(Checkpoint, MissingTensorIsNamed) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const std::string name = "model.layers.2.linear_attn.A_log";
   rewrite("qwen3_next", tmp.file("m"), [&](auto& t) { t.erase(name); });
@@ -292,7 +292,7 @@ TEST(Checkpoint, MissingTensorIsNamed) {
 TEST(Checkpoint, WrongShapeNamesTensorShapesAndFile) {
   if (!golden("qwen3_5"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const std::string name = "model.language_model.layers.1.linear_attn.in_proj_z.weight";
   std::string expected;
@@ -312,7 +312,7 @@ TEST(Checkpoint, WrongShapeNamesTensorShapesAndFile) {
 TEST(Checkpoint, UnexpectedTensorIsRefusedButKnownPrefixesAreSkipped) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   rewrite("qwen3_next", tmp.file("extra"),
           [](auto& t) { t["model.layers.0.linear_attn.extra.weight"] = Tensor({2}); });
@@ -328,7 +328,7 @@ TEST(Checkpoint, UnexpectedTensorIsRefusedButKnownPrefixesAreSkipped) {
 TEST(Checkpoint, FusedExpertStacksAreAccepted) {
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const LoadedModel ref = load_checkpoint(kGolden + "/qwen3_next");
   TempDir tmp("hypic-ckpt");
   rewrite("qwen3_next", tmp.file("m"), [&](auto& t) {
@@ -359,7 +359,7 @@ TEST(Checkpoint, FusedExpertStacksAreAccepted) {
 TEST(Checkpoint, TruncatedFileNamesFileAndTensor) {
   if (!golden("qwen3_5"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const std::string d = tmp.file("m");
   fs::create_directories(d);
@@ -413,7 +413,7 @@ TEST(Checkpoint, GoldenSurvivesSaveAndLoad) {
   // qwen3_next is inverted exactly, and the file matches the original tensor by tensor.
   if (!golden("qwen3_next"))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   TempDir tmp("hypic-ckpt");
   const LoadedModel a = load_checkpoint(kGolden + "/qwen3_next");
   save_checkpoint(tmp.file("m"), a.config, a.weights, hypic::DType::F32);

@@ -93,7 +93,7 @@ TEST(Config, Qwen3_5FlatAndNestedAgree) {
   const std::string nested = kGolden + "/qwen3_5_sharded/config.json";
   if (!fs::exists(flat) || !fs::exists(nested))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   const ModelConfig a = ModelConfig::from_json(read_json(flat));
   const ModelConfig b = ModelConfig::from_json(read_json(nested));
   EXPECT_STREQ(arch_name(a.arch), "qwen3_5");
@@ -149,7 +149,7 @@ TEST(Config, MissingFieldInTextConfigIsNamedWithItsPath) {
   const std::string nested = kGolden + "/qwen3_5_sharded/config.json";
   if (!fs::exists(nested))
     FAIL() << "golden data missing (tests/data/golden is committed; regenerate with "
-              "scripts/make_golden.py)";
+              "scripts/golden/make_golden.py)";
   json j = read_json(nested);
   j["text_config"].erase("num_hidden_layers");
   expect_error(j, {"text_config.num_hidden_layers"});

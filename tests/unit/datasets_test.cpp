@@ -1,4 +1,4 @@
-// Dataset readers and prompt templates: the fixtures of scripts/make_dataset_fixtures.py
+// Dataset readers and prompt templates: the fixtures of scripts/fixtures/make_dataset_fixtures.py
 // split into the expected segments, and prefix + segments + suffix rebuild the prompt
 // LongBench itself builds; malformed lines are reported by line number or skipped.
 #include <gtest/gtest.h>
@@ -254,7 +254,7 @@ TEST(Templates, RefusesBrokenTemplateFiles) {
   EXPECT_THROW(ev::TemplateSet::load(kData + "missing-templates.json"), hypic::Error);
 }
 
-// The embedded model's held-out data (scripts/train_tiny.py): `hypic eval` on the LongBench
+// The embedded model's held-out data (scripts/train/train_tiny.py): `hypic eval` on the LongBench
 // file and `hypic serve` on the corpus + query files build the same pieces, a passage renders
 // the same wherever it appears (no {index}), and every question has its gold answer in one
 // of its passages (two_hop: the town of the company in another passage).

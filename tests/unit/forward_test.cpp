@@ -33,7 +33,7 @@ using hypic::test::max_abs_diff;
 
 const std::string kGolden = std::string(HYPIC_TEST_DATA_DIR) + "/golden";
 // The target, 1e-4. The golden models are built to be well conditioned for f32
-// (scripts/make_golden.py): transformers' f32 logits are within 2e-5 of its float64 ones for
+// (scripts/golden/make_golden.py): transformers' f32 logits are within 2e-5 of its float64 ones for
 // every model and T (f32_vs_f64_max_abs_logits in reference.json; logits max ~5.5). Observed
 // max |logit diff| here, prefill / cached decode: qwen3_next T=1 2.4e-6 / 4.9e-6, T=7 8.1e-6 /
 // 7.6e-6, T=64 1.3e-5 / 1.4e-5, T=130 3.9e-5 / 6.5e-6; qwen3_5 (and the sharded copy) 1.7e-6 /

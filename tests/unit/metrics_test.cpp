@@ -1,5 +1,5 @@
 // Answer metrics against golden values from the Python references
-// (scripts/make_metrics_golden.py: SQuAD v1.1 normalisation, the rouge-score package).
+// (scripts/golden/make_metrics_golden.py: SQuAD v1.1 normalisation, the rouge-score package).
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -219,7 +219,7 @@ TEST_F(ServeCli, KilledWarmupLeavesAVerifiableStoreAndResumes) {
   const pid_t pid = static_cast<pid_t>(std::stol(slurp(dir_ / "crash.pid")));
   const cli_test::KillOnExit guard(dir_ / "crash.pid");
   // Wait until some entries are committed, then kill it in the middle of its work. The bound
-  // (5 minutes) is for a slow build: under scripts/sanitize.sh's ASAN_OPTIONS the whole test
+  // (5 minutes) is for a slow build: under scripts/ci/sanitize.sh's ASAN_OPTIONS the whole test
   // took 125 s in the job and 134 s alone (13 s with detect_leaks=0 only; docs/testing.md);
   // a Release build needs a second or two.
   const std::regex progress(R"(warmup: (\d+)/)");

@@ -1,5 +1,5 @@
 // The tokenizer against golden ids from the Hugging Face `tokenizers` package
-// (scripts/make_tokenizer_golden.py): every id, both special-token modes, decoding with and
+// (scripts/golden/make_tokenizer_golden.py): every id, both special-token modes, decoding with and
 // without special tokens, lossy decoding of cut characters, the "a b" merges layout, the
 // byte-level fallback, refusals, and encode throughput.
 #include <gtest/gtest.h>
@@ -172,7 +172,7 @@ TEST(Tokenizer, RefusesInvalidUtf8AndUnsupportedFiles) {
   EXPECT_THROW(Tokenizer::from_file(kDir + "/missing.json"), hypic::Error);
 }
 
-// Kimi's tiktoken.model layout (scripts/make_tiktoken_golden.py: a synthetic 956-rank file,
+// Kimi's tiktoken.model layout (scripts/golden/make_tiktoken_golden.py: a synthetic 956-rank file,
 // Kimi's published split pattern and 258 special ids; golden ids from the tiktoken library).
 TEST(Tokenizer, KimiTiktokenMatchesTiktoken) {
   const std::string dir = kDir + "/kimi";

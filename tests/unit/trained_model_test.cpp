@@ -1,8 +1,8 @@
-// The embedded trained model (inputs/models/qwen3_5-synthqa, scripts/train_tiny.py) against
+// The embedded trained model (inputs/models/qwen3_5-synthqa, scripts/train/train_tiny.py) against
 // transformers: hypic's tokenizer gives the same ids for real prompts of the synthqa test set,
 // the forward pass the same logits, cached greedy decoding the same tokens, and the decoded
 // answer is the one transformers gives. Reference: tests/data/golden_trained
-// (scripts/make_trained_golden.py).
+// (scripts/golden/make_trained_golden.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Golden data for the embedded trained model (tests/unit/trained_model_test.cpp).
+Takes: under a minute (needs torch and transformers).
 
 Loads inputs/models/qwen3_5-synthqa with Hugging Face transformers (Qwen3_5ForCausalLM,
 float32, eager attention) and its tokenizer with `tokenizers`, builds the prompts of the
@@ -22,7 +23,7 @@ import json
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def prompt_pieces(example, template):

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Golden reference data for hypic's minimax architecture (MiniMax-Text-01 / M1).
+Takes: about a minute on CPU (needs torch and transformers).
 
 Builds a tiny random transformers MiniMaxForCausalLM of awkward sizes (6 heads of head_dim 20,
 GQA 3:1, 5 experts top-2, lightning block_size 24 so prompts of 64 and 130 tokens cross
 blocks, layer_types L A L L A, residual alpha/beta factors != 1) and writes, with the helpers
-of scripts/make_golden.py (same reference format, float64-twin conditioning check, near-tie
+of scripts/golden/make_golden.py (same reference format, float64-twin conditioning check, near-tie
 checks on greedy picks and routing):
 
   minimax/          config.json, model.safetensors (f32, as save_pretrained writes it:
@@ -14,7 +15,7 @@ checks on greedy picks and routing):
   minimax_sharded/  the f32 weights in 3+ shards + model.safetensors.index.json (reference
                     shared with minimax/)
 
-Usage:  python3 scripts/make_golden_minimax.py [--out DIR] [--no-verify]
+Usage:  python3 scripts/golden/make_golden_minimax.py [--out DIR] [--no-verify]
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Does a model bind a relation to its subject? Prompts with K distractors each.
+Takes: minutes (one hypic eval per K).
 
-    python3 scripts/first_step_distractors.py DATA/synthqa_long_sub.jsonl OUT [--k 1,3,7,15]
+    python3 scripts/train/first_step_distractors.py DATA/synthqa_long_sub.jsonl OUT [--k 1,3,7,15]
 
 From held-out questions that read one relation of one subject ("Who was the mentor of X?",
 "Who founded C?", written by `train_tiny.py --task long --data-only --sub-questions`; "Which

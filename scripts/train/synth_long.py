@@ -1,4 +1,5 @@
-"""The long synthetic tasks of `scripts/train_tiny.py --task long` (docs/datasets.md):
+"""The long synthetic tasks of `scripts/train/train_tiny.py --task long` (docs/datasets.md):
+Takes: nothing to run alone: a module of train_tiny.py (drawing the sets takes seconds).
 
 - synthqa_long: questions over 16-32 passages (about 4-8k tokens). Passages are long (the
   facts are scattered among 10-18 sentences about other entities of the world), refer to

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# Checks scripts/device_kit.sh's archive on a machine that has none of hypic's libraries,
+# Checks scripts/device-kit/device_kit.sh's archive on a machine that has none of hypic's libraries,
 # without a GPU: a Debian 12 chroot with only a compiler, make, CMake, `file` and Python
 # (`debootstrap --variant=minbase bookworm`), this machine's CUDA bound in read-only when it has
 # one, and NCCL from the nvidia-nccl Python package when that is installed here. In it: unpack
-# the kit (scripts/device_kit_unpack.sh, through Python's lzma: minbase has no xz), configure
+# the kit (scripts/device-kit/device_kit_unpack.sh, through Python's lzma: minbase has no xz), configure
 # (with CUDA when bound in), build hypic and hypic_mpi_tests, then `hypic info`, a warm-up
 # into an HDF5 store with `inspect --verify`, and the MPI tests at 2 ranks. Prints PASS or FAIL
 # per step; exit status 0 only when all passed. docs/testing.md, "The GPU check on a machine
 # without hypic's libraries".
+# Takes: about 10 minutes on the idle 2-core VM (debootstrap, a build in the chroot).
 #
-# Usage: scripts/device_kit_check.sh   (as root, with network for debootstrap; after
-#        scripts/device_kit.sh). About 10 minutes on the idle 2-core VM.
+# Usage: scripts/device-kit/device_kit_check.sh   (as root, with network for debootstrap; after
+#        scripts/device-kit/device_kit.sh). About 10 minutes on the idle 2-core VM.
 # Environment: HYPIC_DEVICE_KIT [.devkit/hypic-device-kit.tar.xz], HYPIC_KIT_CHECK_DIR
 #        [/tmp/hypic-kit-check] (removed at the start and, unless HYPIC_KIT_CHECK_KEEP=1, at
 #        the end).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 KIT=${HYPIC_DEVICE_KIT:-.devkit/hypic-device-kit.tar.xz}
 DIR=${HYPIC_KIT_CHECK_DIR:-/tmp/hypic-kit-check}
 [[ -f $KIT ]] || {
-  echo "device_kit_check: no $KIT; make it with scripts/device_kit.sh" >&2
+  echo "device_kit_check: no $KIT; make it with scripts/device-kit/device_kit.sh" >&2
   exit 1
 }
 [[ $(id -u) -eq 0 ]] || {
@@ -88,7 +89,7 @@ run() {  # name, then the command to run in the chroot (in /src)
   fi
 }
 run no-libraries '! command -v mpicc && ! command -v xz && [ ! -e /usr/include/trilinos ]'
-run unpack 'bash scripts/device_kit_unpack.sh .devkit/kit.tar.xz'
+run unpack 'bash scripts/device-kit/device_kit_unpack.sh .devkit/kit.tar.xz'
 run configure "cmake -S . -B build ${cfg[*]}"
 grep -E '^--   ' "$DIR.configure.log" || true
 if [[ $failed -eq 0 ]]; then

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Golden reference data for kimi_linear (Kimi-Linear: KDA + MLA + grouped sigmoid MoE).
+Takes: about a minute on CPU (needs torch and transformers).
 
 Writes tests/data/golden/kimi_linear{,_bf16,_sharded,_q_lora}/ with a tiny random
 KimiLinearForCausalLM of awkward sizes (transformers 5.24's models/kimi_linear), its
 reference logits, greedy continuations and per-layer hidden states, exactly in the format of
-scripts/make_golden.py (whose helpers it uses: prompt choice against near-ties, the float64
+scripts/golden/make_golden.py (whose helpers it uses: prompt choice against near-ties, the float64
 twin that bounds transformers' own f32 round-off, the reload check).
 
-    python3 scripts/make_golden_kimi.py [--out DIR] [--no-verify]
+    python3 scripts/golden/make_golden_kimi.py [--out DIR] [--no-verify]
 
 Weights (seeded, every tensor by name): plain RMSNorm gains ~1 (final norm ~0.5), fan-in
 scaled projections, A_log = log(U(0.02, 1.5)) per head, dt_bias N(0, 0.5), router

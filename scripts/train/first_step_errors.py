@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the wrong answers to a chain's first step come from (train_tiny.py --sub-questions).
+Takes: seconds.
 
-    python3 scripts/first_step_errors.py DATA/synthqa_long_sub.jsonl RUN/full/synthqa_long.jsonl
+    python3 scripts/train/first_step_errors.py DATA/synthqa_long_sub.jsonl RUN/full/synthqa_long.jsonl
 
 The first file is the held-out set (`input`, `context`, `answers`), the second `hypic eval`'s
 per-example output for it (`_id`, `pred`, `em`). Each wrong answer to "Who was the mentor of

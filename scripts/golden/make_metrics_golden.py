@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Golden values for hypic's answer metrics (tests/unit/metrics_test.cpp).
+Takes: seconds (needs rouge-score).
 
 Exact match and F1 use the official SQuAD v1.1 answer normalisation, written out below
 from its definition (lower-case, drop string.punctuation, drop the words a/an/the, collapse
@@ -17,7 +18,7 @@ import string
 import rouge_score
 from rouge_score import rouge_scorer
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "metrics" / "golden.json"
 
 
@@ -116,7 +117,7 @@ def main():
             "rouge_l_max": max(r.fmeasure for r in rouge),
         })
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"generator": "scripts/make_metrics_golden.py", "cases": cases},
+    OUT.write_text(json.dumps({"generator": "scripts/golden/make_metrics_golden.py", "cases": cases},
                               ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print("wrote %s (%d cases)" % (OUT.relative_to(ROOT), len(cases)))
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The bridge of two-step answers (train_tiny.py --answers other than final), per kind.
+Takes: seconds.
 
-    python3 scripts/chain_bridges.py DATA/synthqa_long.jsonl RUN/full/synthqa_long.jsonl
+    python3 scripts/train/chain_bridges.py DATA/synthqa_long.jsonl RUN/full/synthqa_long.jsonl
 
 The first file is a held-out set written with `--answers chain`, `tail` or `asked`
 (`answers` such as "Kora Vell, born in Dravo"), `sentences` ("Tam Oro studied under Kora

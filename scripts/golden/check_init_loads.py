@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Checks that `hypic model init` writes checkpoints transformers loads as they are.
+Takes: about a minute (needs torch and transformers).
 
 For each architecture (qwen3_next, qwen3_5, qwen3_5_moe) and each stored dtype (f32, bf16), the tiny
 preset is written with hypic and loaded with transformers' AutoModelForCausalLM:
@@ -10,7 +11,7 @@ device, no weights) must equal the count hypic reports.
 
 A development check (needs torch, transformers, safetensors); the C++ tests do not run it.
 
-    python3 scripts/check_init_loads.py [--hypic build/src/hypic] [--keep DIR]
+    python3 scripts/golden/check_init_loads.py [--hypic build/src/hypic] [--keep DIR]
 """
 import argparse
 import json
@@ -29,7 +30,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 def find_hypic(explicit):
     if explicit:
         return explicit
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for build in ("build", "build-io", "build-release"):
         p = os.path.join(root, build, "src", "hypic")
         if os.path.exists(p):

@@ -1,6 +1,7 @@
 """The forward pass of a Qwen3.5 model (transformers' Qwen3_5ForCausalLM) as hypic's pic mode
 computes it, with any junction width W, differentiable, for training (train_tiny.py
 --pic-share, --pic-junction).
+Takes: minutes per evaluation on CPU (needs torch and transformers).
 
 A prompt is a prefix, segments (passages) and a suffix (the question or summary request,
 then the answer tokens). pic caches every segment computed on its own, then at query time
@@ -26,7 +27,7 @@ segment alone).
 
 Training on a share of rows computed this way teaches the model to read passages whose
 later-layer rows were computed without context, which is what pic gives it (block-attention
-fine-tuning, for a hybrid). `python3 scripts/pic_sim.py --eval-jsonl ...` checks this pass
+fine-tuning, for a hybrid). `python3 scripts/train/pic_sim.py --eval-jsonl ...` checks this pass
 against hypic's own first-token figures; `--by-layer NAME` measures, over a dataset's
 reference answers, how much of pic's divergence each layer's reading of the cached tokens
 makes (`exact_below`); `kv_gap` gives the first attention layer's cached keys and values

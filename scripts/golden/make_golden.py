@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Generate golden reference data for hypic's forward pass.
+Takes: a few minutes on CPU (needs torch and transformers; float64 checks).
 
 Builds tiny, randomly initialised Qwen3-Next (``qwen3_next``) and Qwen3.5 text
 (``qwen3_5``) models with Hugging Face transformers' own config/model classes,
@@ -56,7 +57,7 @@ Generated with: Python 3.11.7, torch 2.15.0+cu132 (run on CPU), transformers
 slightly or the checkpoint layout; the versions actually used are recorded in
 every reference.json and in tests/data/golden/README.md.
 
-Usage:  python3 scripts/make_golden.py [--out DIR] [--no-verify]
+Usage:  python3 scripts/golden/make_golden.py [--out DIR] [--no-verify]
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ QK_CORRELATION = 0.8  # linear attention: k rows/conv taps = 0.8 * q's + 0.6 * f
 BETA_ROW_SCALE = 0.5  # linear attention: b rows of in_proj scaled down (beta = sigmoid(b))
 WEIGHT_SEED_TRIES = 8  # weight seeds tried (seed, seed + 1000, ...) before giving up
 ATTN_IMPL = "eager"  # reference uses eager attention; verification reloads with the default (sdpa)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # --------------------------------------------------------------------------------------
 # Configurations (tiny, awkward sizes)
@@ -1105,7 +1106,7 @@ def write_readme(out, sizes):
     lines = [
         "# Golden reference data (generated — do not edit)",
         "",
-        "Produced by `scripts/make_golden.py` (tiny random models, CPU, float32, seeded).",
+        "Produced by `scripts/golden/make_golden.py` (tiny random models, CPU, float32, seeded).",
         "The C++ tests read these files; Python is not needed at test time.",
         "Model facts: `docs/model-reference.md`.",
         "",

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Golden ids for hypic's tiktoken tokenizer (Kimi-Linear's tiktoken.model format).
+Takes: seconds (needs tiktoken).
 
 Kimi's real tiktoken.model (163,584 ranks) is not available offline, so this script trains a
 small SYNTHETIC rank file with tiktoken's own educational trainer on a generated corpus
@@ -11,7 +12,7 @@ texts of our own: ids with special tokens allowed ("all") and with them encoded 
 (disallowed_special=()), and the decoded text.
 
 Output: tests/data/tokenizer/kimi/{tiktoken.model, tokenizer_config.json, golden.json}
-Usage:  python3 scripts/make_tiktoken_golden.py [--out DIR]
+Usage:  python3 scripts/golden/make_tiktoken_golden.py [--out DIR]
 """
 
 import argparse
@@ -104,7 +105,7 @@ TEXTS = [
 
 def main():
     ap = argparse.ArgumentParser()
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument("--out", default=os.path.join(here, "tests", "data", "tokenizer", "kimi"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -130,7 +131,7 @@ def main():
         cases.append({"text": t, "ids": ids, "ids_special_as_text": as_text,
                       "decoded": enc.decode(ids)})
     with open(os.path.join(a.out, "golden.json"), "w") as f:
-        json.dump({"generator": "scripts/make_tiktoken_golden.py", "tiktoken_version": tiktoken.__version__,
+        json.dump({"generator": "scripts/golden/make_tiktoken_golden.py", "tiktoken_version": tiktoken.__version__,
                    "ranks": n, "special_ids": [n, n + N_RESERVED - 1], "synthetic": True,
                    "cases": cases}, f, indent=1, ensure_ascii=False)
         f.write("\n")

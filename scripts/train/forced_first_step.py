@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Does a model read a chain's first step when its answer restates the step's subject?
+Takes: minutes (needs torch and transformers).
 
-    python3 scripts/forced_first_step.py MODEL DATA/synthqa_long.jsonl [--per-kind N]
+    python3 scripts/train/forced_first_step.py MODEL DATA/synthqa_long.jsonl [--per-kind N]
 
 DATA is a held-out set of `train_tiny.py --task long --data-only` in any `--answers` style
 but final (the bridge entity must be in the answer). For the first N questions of each of
@@ -26,8 +27,8 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "train"))
 import synth_long as sl  # noqa: E402
 
 # The question that asks each kind's first step on its own.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A compiler launcher that appends "<seconds> <object>" per compiled file to
 # ${HYPIC_COMPILE_TIMES:-/tmp/hypic-compile-times.txt}, to see where a build's time goes:
+# Takes: milliseconds per compiled file on top of the compiler (it only times it).
 #
-#   HYPIC_CMAKE_ARGS="-DCMAKE_CXX_COMPILER_LAUNCHER=$PWD/scripts/time_compile.sh" \
-#     bash scripts/sanitize.sh          # or scripts/build.sh, into a fresh build folder
+#   HYPIC_CMAKE_ARGS="-DCMAKE_CXX_COMPILER_LAUNCHER=$PWD/scripts/ci/time_compile.sh" \
+#     bash scripts/ci/sanitize.sh          # or scripts/build.sh, into a fresh build folder
 #   sort -rn /tmp/hypic-compile-times.txt | head            # the slowest objects
 #   awk '{s += $1} END {print s}' /tmp/hypic-compile-times.txt   # compile time in all
 #

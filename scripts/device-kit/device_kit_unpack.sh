@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Unpacks scripts/device_kit.sh's archive into ROOT (default /), adding only files that are not
+# Unpacks scripts/device-kit/device_kit.sh's archive into ROOT (default /), adding only files that are not
 # there (nothing of the machine is replaced), then runs ldconfig there. Decompresses with xz,
 # else Python's lzma (a machine may have python3 but not xz). Used by scripts/device_check.sh
-# and scripts/device_kit_check.sh.
+# and scripts/device-kit/device_kit_check.sh.
+# Takes: under a minute.
 #
-# Usage: scripts/device_kit_unpack.sh KIT [ROOT]
+# Usage: scripts/device-kit/device_kit_unpack.sh KIT [ROOT]
 set -euo pipefail
 KIT=$1
 ROOT=${2:-/}

@@ -2,9 +2,10 @@
 """Casts a model folder's floating-point tensors to another dtype (the long-prompt model is
 trained in float32 and committed as bfloat16: half the bytes, the dtype hypic keeps in memory),
 or averages several models of one architecture weight by weight and casts the mean.
+Takes: seconds (needs torch and safetensors).
 
-    python3 scripts/cast_model.py SRC DST [--dtype bfloat16]
-    python3 scripts/cast_model.py SRC DST --average SRC2 [SRC3 ...] [--dtype bfloat16]
+    python3 scripts/train/cast_model.py SRC DST [--dtype bfloat16]
+    python3 scripts/train/cast_model.py SRC DST --average SRC2 [SRC3 ...] [--dtype bfloat16]
 
 Copies SRC's files to DST (DST may be SRC), rewrites model.safetensors with every floating-point
 tensor cast (round to nearest even), sets config.json's "dtype" and, when there is a
@@ -105,7 +106,7 @@ def main():
     training = dst / "training.json"
     if training.is_file():
         info = json.loads(training.read_text())
-        info["stored_as"] = (f"{args.dtype} ({what}weights cast by scripts/cast_model.py "
+        info["stored_as"] = (f"{args.dtype} ({what}weights cast by scripts/train/cast_model.py "
                              f"from {', '.join(was)})")
         if others:
             info["averaged_with"] = [_against_chain(r, info) for r in records]

@@ -6,12 +6,13 @@
 # docs/testing.md, "The GPU check on a machine without hypic's libraries").
 # scripts/device_check.sh unpacks it there when it finds it, adding only files that are not there
 # yet.
+# Takes: about 4 minutes on 2 cores.
 #
-# Usage: scripts/device_kit.sh [OUT]   (default .devkit/hypic-device-kit.tar.xz; .devkit/ is
+# Usage: scripts/device-kit/device_kit.sh [OUT]   (default .devkit/hypic-device-kit.tar.xz; .devkit/ is
 #        ignored by git, so carry it explicitly). Runs scripts/setup.sh's packages as installed:
 #        run scripts/setup.sh first. Takes about 4 minutes on 2 cores; about 21 MB.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${1:-.devkit/hypic-device-kit.tar.xz}
 mkdir -p "$(dirname "$OUT")"
 WORK=$(mktemp -d)

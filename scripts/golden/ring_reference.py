@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plain PyTorch reference of `bailing_moe_linear` (Ring-mini-linear-2.0 / Ring-flash-linear-2.0)
 and the generator of its golden data.
+Takes: about a minute on CPU (needs torch).
 
 transformers 5.24 does not ship this architecture (the published checkpoints run remote code,
 `modeling_bailing_moe_linear_v2.py`), so this file is hypic's own reference, written from the
@@ -21,7 +22,7 @@ bailing_moe_linear_sharded/ (the f32 weights in 3 shards + index, same reference
 folder). Files as tests/data/golden/README.md describes (ids_T, logits_T, greedy_T,
 decode_logits_T for T in 1, 7, 64, 130).
 
-Usage: python3 scripts/ring_reference.py [--out DIR] [--check-only]
+Usage: python3 scripts/golden/ring_reference.py [--out DIR] [--check-only]
 """
 import argparse
 import json
@@ -523,7 +524,7 @@ def write_reference(d, tensors, info):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                  "..", "tests", "data", "golden"))
+                                                  "..", "..", "tests", "data", "golden"))
     ap.add_argument("--check-only", action="store_true")
     args = ap.parse_args()
     cfg = GOLDEN_CONFIG
@@ -557,7 +558,7 @@ def main():
                      "dtype": str(dtype).replace("torch.", ""), "versions": versions(),
                      "kernel_chunked_vs_recurrent_max_rel": kernel_err,
                      "model_chunked_vs_token_by_token_rel": chunk_vs_step,
-                     "reference": "scripts/ring_reference.py (float64 forward, logits rounded to f32)"})
+                     "reference": "scripts/golden/ring_reference.py (float64 forward, logits rounded to f32)"})
         write_reference(d, tensors, info)
         print(f"{name}: prompt seed {prompt_seed}, margin {info['greedy_min_top1_top2_margin']:.3g}, "
               f"f32 vs f64 {info['f32_vs_f64_max_abs_logits']}")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (the unit tests as one gtest
 # shard per core, the MPI tests under ctest; not the Slurm jobs), then short libFuzzer runs when
-# clang can build them (scripts/fuzz.sh).
+# clang can build them (scripts/ci/fuzz.sh).
 # Docs: docs/testing.md.
+# Takes: about 27 minutes from scratch on the idle 2-core VM (build, suite, fuzz; docs/testing.md).
 #
-#   bash scripts/sanitize.sh            build into build-asan/, run the suite, check the logs
+#   bash scripts/ci/sanitize.sh            build into build-asan/, run the suite, check the logs
 #   HYPIC_ASAN_BUILD_DIR=DIR            another build directory
 #   HYPIC_SANITIZE_SUBSET=1             build and run only the MPI tests (hypic_mpi_tests at
 #                                       1-3 ranks: messages, distribution, store, engine), for a
@@ -15,16 +16,16 @@
 #   HYPIC_ASAN_GLUE_OPTIONS=            other options for the command-line glue (default -O0;
 #                                       empty: the same flags as the rest)
 #
-# Where the build's time goes: scripts/time_compile.sh as the compiler launcher (its header).
+# Where the build's time goes: scripts/ci/time_compile.sh as the compiler launcher (its header).
 #
 # What fails the job: a failing test; any AddressSanitizer error or UBSan report (UBSan halts on
 # the first one); a leak report that names hypic's own code (src/, kernels/, tests/). Leaks
 # inside Open MPI, PMIx, hwloc, HDF5 and the other libraries below are suppressed
-# (scripts/lsan.supp says which and why); the remaining reports go to log files under
+# (scripts/ci/lsan.supp says which and why); the remaining reports go to log files under
 # $BUILD_DIR/sanitize-logs, never to stderr, so the CLI tests that expect exactly one stderr
 # line still see only hypic's own output.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 BUILD_DIR=${HYPIC_ASAN_BUILD_DIR:-build-asan}
 start=$(date +%s)
@@ -77,7 +78,7 @@ fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
 check_initialization_order=1:intercept_tls_get_addr=0"
 # The CUDA driver maps device memory where ASan keeps its shadow gap.
 if command -v nvidia-smi > /dev/null 2>&1; then ASAN_OPTIONS+=":protect_shadow_gap=0"; fi
-export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
+export LSAN_OPTIONS="suppressions=$ROOT/scripts/ci/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$LOG_DIR/ubsan:halt_on_error=1:print_stacktrace=1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -180,7 +181,7 @@ echo "sanitize.sh: ${#logs[@]} sanitizer logs, $leak_logs with leaks not suppres
 
 fuzz_status=0
 if [ "${HYPIC_SKIP_FUZZ:-0}" != 1 ]; then
-  HYPIC_FUZZ_SECONDS=${HYPIC_FUZZ_SECONDS:-5} bash scripts/fuzz.sh || fuzz_status=$?
+  HYPIC_FUZZ_SECONDS=${HYPIC_FUZZ_SECONDS:-5} bash scripts/ci/fuzz.sh || fuzz_status=$?
 fi
 done_at=$(date +%s)
 # The load average goes with the times: on a shared machine they mean little without it.

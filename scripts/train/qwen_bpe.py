@@ -1,6 +1,7 @@
 """A byte-level BPE tokenizer of the Qwen2/Qwen3 kind, trained with Hugging Face `tokenizers`:
 NFC normalizer, Qwen's Split pattern + ByteLevel pre-tokenizer, ByteLevel decoder, the given
-special tokens first (ids 0, 1, ...). Shared by make_tokenizer_golden.py and train_tiny.py."""
+special tokens first (ids 0, 1, ...). Shared by make_tokenizer_golden.py and train_tiny.py.
+Takes: nothing to run alone: a module (training a tokenizer with it takes seconds)."""
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, processors, trainers
 

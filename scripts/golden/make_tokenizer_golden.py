@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Golden data for hypic's tokenizer (tests/unit/tokenizer_test.cpp).
+Takes: seconds (needs tokenizers).
 
 Trains a small byte-level BPE tokenizer of the Qwen2/Qwen3 kind with the Hugging Face
 `tokenizers` package (NFC normalizer, Qwen2's Split pattern + ByteLevel pre-tokenizer,
@@ -14,13 +15,14 @@ Needs: pip install tokenizers (0.23 used for the committed files).
 import json
 import pathlib
 import random
+import sys
 
 import tokenizers
 from tokenizers import AddedToken, Tokenizer
 
-from qwen_bpe import train_qwen_bpe
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "train"))  # qwen_bpe.py, shared with train_tiny.py
+from qwen_bpe import train_qwen_bpe  # noqa: E402
 OUT = ROOT / "tests" / "data" / "tokenizer"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 2000
@@ -187,7 +189,7 @@ def main():
         decode_cases.append({"ids": ids, "decoded": tok.decode(ids),
                              "python_replace": raw.decode("utf-8", "replace")})
     golden = {
-        "generator": "scripts/make_tokenizer_golden.py",
+        "generator": "scripts/golden/make_tokenizer_golden.py",
         "tokenizers_version": tokenizers.__version__,
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
         "cases": cases,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Trains hypic's embedded default model: a small Qwen3.5-architecture hybrid that answers
 questions over several shuffled passages.
+Takes: 55 minutes on 2 cores for the short-task model; --task long runs end at --minutes or --steps; --data-only about a minute (needs torch, transformers, tokenizers).
 
 What it does, in order (all seeded; see --help for the knobs):
 
@@ -36,7 +37,7 @@ What it does, in order (all seeded; see --help for the knobs):
      inputs/corpus/synthqa.jsonl          the test world's passages, {"id","text"} (warmup)
      inputs/corpus/synthqa_queries.jsonl  test queries in `hypic serve`'s format
 
---task long (scripts/synth_long.py) is the long-prompt variant: questions over 16-32 passages
+--task long (scripts/train/synth_long.py) is the long-prompt variant: questions over 16-32 passages
 (4-8k tokens) with evidence spread over passages far apart and passages that refer to other
 passages' entities, plus a multi-document summary task (synthsum, ROUGE-L). It starts from
 the embedded model (--init-from), follows the curriculum LONG_PLAN (printed by --plan) and
@@ -57,7 +58,7 @@ import resource
 import statistics
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The prompt pieces. templates.json's "synthqa" entry holds the same strings; the check in
 # write_datasets() refuses to run when they differ.
@@ -294,7 +295,7 @@ def write_datasets(pools, tok, args):
     t = templates.get("synthqa")
     if not t or (t["prefix"], t["segment"], t["suffix"]) != (PREFIX, SEGMENT, SUFFIX):
         raise SystemExit("inputs/datasets/templates.json's synthqa entry does not match "
-                         "the prompt pieces in scripts/train_tiny.py")
+                         "the prompt pieces in scripts/train/train_tiny.py")
     sets = {}
     for name, offset, n in (("synthqa", 101, args.test_queries), ("synthqa_dev", 202, 200)):
         rng = random.Random(args.seed + offset)
@@ -504,7 +505,7 @@ def export(model, out, info):
 
 
 # ---------------------------------------------------------------------------------------
-# --task long: 16-32 passages and summaries (scripts/synth_long.py)
+# --task long: 16-32 passages and summaries (scripts/train/synth_long.py)
 
 # The 90-minute plan of --task long (two threads on the 2-core VM): after warm-starting from
 # the embedded short-task model (it already reads passages and copies, so no copying stage),
@@ -644,7 +645,7 @@ def write_long_datasets(pools, tok, args):
         t = templates.get(name)
         if not t or (t["prefix"], t.get("header", ""), t["segment"], t["suffix"]) != want:
             raise SystemExit(f"inputs/datasets/templates.json's {name} entry does not match "
-                             "the prompt pieces in scripts/train_tiny.py / synth_long.py"
+                             "the prompt pieces in scripts/train/train_tiny.py / synth_long.py"
                              + (" (--summary-headers wants synthsum's 'header' to be "
                                 f"{sl.SUM_HEADER!r})" if name == "synthsum" else ""))
     folder = pathlib.Path(args.data_dir) / "datasets"
@@ -1011,7 +1012,7 @@ def main():
                     help="--task long: value heads per linear layer given a slow decay")
     ap.add_argument("--pic-share", type=float, default=0.0,
                     help="--task long: share of rows computed as hypic's pic mode computes them "
-                         "(scripts/pic_sim.py): passages each on their own past their junction "
+                         "(scripts/train/pic_sim.py): passages each on their own past their junction "
                          "window, linear states composed, the suffix over the spliced caches")
     ap.add_argument("--pic-junction", type=int, default=0,
                     help="--task long: the junction width W of the --pic-share rows (hypic's "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two runs' answers to one held-out set, question by question.
+Takes: seconds.
 
-    python3 scripts/compare_predictions.py HELD_OUT.jsonl A/full/SET.jsonl B/full/SET.jsonl
+    python3 scripts/train/compare_predictions.py HELD_OUT.jsonl A/full/SET.jsonl B/full/SET.jsonl
 
 The first file is the held-out set (`_id`, and `kind` in the synthetic sets), the others
 `hypic eval`'s per-example outputs of two runs on it (`_id`, `score`, and `em` on question
