@@ -3,11 +3,33 @@
 #include <map>
 #include <string>
 
+#include "model/hub_cache.hpp"
+
 namespace hypic::app {
 namespace {
 std::map<const CLI::App*, std::function<int()>>& runners() {
   static std::map<const CLI::App*, std::function<int()>> r;
   return r;
+}
+
+// Every `--model` of every command, however deep, also takes a hub id (model/hub_cache.hpp):
+// resolved here, at parsing, so each command sees a folder.
+void resolve_model_options(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name().empty()) continue;  // an option group: searched by get_option below
+    if (CLI::Option* opt = sub->get_option_no_throw("--model")) {
+      opt->description(opt->get_description() +
+                       ", or a hub id org/name[@revision] found offline in the Hugging Face "
+                       "cache (HF_HUB_CACHE, HF_HOME)");
+      opt->transform(CLI::Validator(
+          [](std::string& text) {
+            text = model::resolve_model_location(text);
+            return std::string();
+          },
+          ""));
+    }
+    resolve_model_options(*sub);
+  }
 }
 
 int run_parsed(const CLI::App& app) {
@@ -54,6 +76,7 @@ void register_commands(CLI::App& app) {
   add_eval_command(app);
   add_chat_command(app);
   add_tokenize_command(app);
+  resolve_model_options(app);
 }
 
 int run_selected(CLI::App& app) {
