@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One run of each README benchmark with two hypic binaries, back to back, for a before/after
-# table (README, "Before and after"). Usage:
+# table (docs/benchmarks.md, "Before and after"). Usage:
 #   scripts/bench_before_after.sh BEFORE_BINARY AFTER_BINARY [OUT_DIR]
 # e.g. build an older commit into build-before/ and compare it with build/src/hypic.
 # Writes OUT_DIR/{before,after}-{blas,forward,compose,ttft,scaling}.{txt,json}; about 10 min.

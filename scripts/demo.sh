@@ -91,4 +91,4 @@ echo "== the long-prompt set: $NL questions over 16-32 passages (4-8k tokens), m
   --modes full,prefix,pic,pic-addition --out "$OUT/long" >"$OUT/long.log"
 "$HYPIC" eval-table "$OUT/long"
 echo
-echo "demo finished; outputs in $OUT/ (for the full quality table: README, 'Answer quality')"
+echo "demo finished; outputs in $OUT/ (every quality table: docs/quality.md; README, 'Results')"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The answer-quality table of README ("Answer quality"): `hypic eval` of a model on held-out
+# The answer-quality table (README, "Results"; docs/quality.md): `hypic eval` of a model on held-out
 # sets in the modes full, prefix, pic (W=8), pic-addition (W=8) and pic (W=0), merged by
 # `hypic eval-table` into one table per dataset x mode: score (EM/F1 or ROUGE-L), Δ vs full
 # with its 95 % bootstrap interval over questions, first-token KL to full, TTFT p50 and the
