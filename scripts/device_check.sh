@@ -224,8 +224,12 @@ gtest_row() {
     [[ $allow == allow-skips || $counts == *" 0 skipped,"* ]]; then ok=1; fi
   failed_names=$(grep -Eo '^\[  FAILED  \] [^ ,]+' "$log" | awk '{print $4}' | sort -u | head -5 |
     paste -sd' ')
-  row "$label" "$(verdict $ok)" "$SECS" \
-    "$(figure_or_why "$counts${failed_names:+; failed: $failed_names}")"
+  local fig
+  fig=$(figure_or_why "$counts${failed_names:+; failed: $failed_names}")
+  if ((RC == 124)); then  # where it hung: the test running at the bound
+    fig+="; $(grep -c '^\[       OK \]' "$log") passed before, running: $(grep '^\[ RUN      \]' "$log" | tail -1 | awk '{print $4}')"
+  fi
+  row "$label" "$(verdict $ok)" "$SECS" "$fig"
 }
 
 # The figures are read with Python's standard library; the system's interpreter when there is
@@ -392,7 +396,7 @@ step real_shapes 35 "${SYNC[@]}" HYPIC_REAL_SHAPES=1 "$TESTS" \
 gtest_row "real-shape ops vs host (4096 tokens)" real_shapes
 grep -E '^real-shape ' "$LOGS/real_shapes.log" >"$REPORT/real_shapes.txt" 2>/dev/null
 if [[ -s $REPORT/real_shapes.txt ]]; then
-  worst=$(awk -F'max rel err ' 'NF > 1 {split($2, a, " "); if (a[1] + 0 >= w + 0) {w = a[1]; l = $1}} END {if (l != "") print l ": " w}' "$REPORT/real_shapes.txt")
+  worst=$(awk -F'max rel err ' 'NF > 1 {split($2, a, " "); if (a[1] + 0 >= w + 0) {w = a[1]; l = $1}} END {if (l != "") {sub(/: *$/, "", l); print l ": " w}}' "$REPORT/real_shapes.txt")
   echo "(every case's error: real_shapes.txt; the worst: ${worst:-?})" >>"$MD"
 fi
 
@@ -441,8 +445,8 @@ bf=$(json_get "$J" bf16_gemm_gflops)
 ok=0
 [[ $RC -eq 0 && $(json_get "$J" device) == cuda && $(json_get "$J" logits_finite) == true ]] &&
   finite "$sec" "$gf" "$bf" && ok=1
-fig="prefill ${sec:-?} s, $(calc "${gf:-0}/1e3" .1f) TFLOP/s"
-[[ -n $PEAK_TFLOPS ]] && fig+=" = $(calc "100*${gf:-0}/1e3/$PEAK_TFLOPS" .1f) % of the ${PEAK_TFLOPS} TFLOP/s bf16 peak"
+fig="prefill $(calc "${sec:-0}" .4f) s, $(calc "${gf:-0}/1e3" .1f) TFLOP/s"
+[[ -n $PEAK_TFLOPS ]] && fig+=" = $(calc "100*${gf:-0}/1e3/$PEAK_TFLOPS" .1f) % of the $(calc "$PEAK_TFLOPS" g) TFLOP/s bf16 peak"
 fig+="; cuBLAS bf16 GEMM $(calc "${bf:-0}/1e3" .1f) TFLOP/s ($(calc "100*${bf:-0}/1e3/${PEAK_TFLOPS:-1e9}" .0f) % of peak); logits finite: $(json_get "$J" logits_finite)"
 target=
 if ((ok)); then
@@ -468,7 +472,7 @@ if ((ok)) && finite "${ROOF_S:-x}"; then
   target="$(calc "$sec/$ROOF_S" .2f) x roofline (target <= 2x): $(calc "$sec <= 2*$ROOF_S" '' | sed 's/True/met/;s/False/missed/')"
 fi
 row "cold 32k prefill (35B-A3B, 4/40 layers)" "$(verdict $ok)" "$SECS" \
-  "$(figure_or_why "measured ${sec:-?} s scaled to 40 layers; roofline $(calc "${ROOF_S:-0}" .3f) s (row above); reference 2.83 s on one H20")" \
+  "$(figure_or_why "measured $(calc "${sec:-0}" .3f) s scaled to 40 layers; roofline $(calc "${ROOF_S:-0}" .3f) s (row above); reference 2.83 s on one H20")" \
   "$target"
 
 # ---- 8. bench ttft on the device: prefix vs pic with a warm store, 16 x 512-token segments ----
@@ -496,7 +500,7 @@ SMALL='Backends/BackendOps.*/cuda:BackendOpsDtype.CudaGemmBf16:RealShapes/Device
 RACY='Backends/BackendOps.Attention*/cuda:Backends/BackendOps.Family*/cuda:Backends/BackendOps.Moe*/cuda:Backends/BackendOps.*Norm*/cuda:RealShapes/DeviceVsHost.Attention*/cuda'
 for tool in memcheck racecheck; do
   if [[ -z $SAN ]] && ! dry; then
-    row "compute-sanitizer $tool" FAIL 0 "compute-sanitizer not found (PATH, \$CUDA_HOME/bin)"
+    row "compute-sanitizer $tool (small shapes)" FAIL 0 "compute-sanitizer not found (PATH, \$CUDA_HOME/bin)"
     continue
   fi
   if [[ $tool == memcheck ]]; then

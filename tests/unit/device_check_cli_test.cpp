@@ -1,7 +1,7 @@
 // scripts/device_check.sh's orchestration without a GPU: its dry run (GPU steps echoed, the
 // roofline computed for real) writes every row and every step's tail; the global deadline stops
 // a step at its bound and skips the later ones with a row each; with no GPU visible and no
-// --dry-run it fails at once with one row saying why.
+// --dry-run it fails at once with one row saying why; a run killed from outside keeps its rows.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -89,6 +89,24 @@ TEST(DeviceCheckScript, DeadlineStopsAStepAndSkipsTheRest) {
         "| total | FAIL |"})
     EXPECT_NE(md.find(label), std::string::npos) << label << "\n" << md;
   EXPECT_NE(md.find("exit status 1"), std::string::npos) << md;
+}
+
+// A run stopped from outside (the device tool's limit) still leaves the finished rows, a KILLED
+// row for the running step with its tail, and the total.
+TEST(DeviceCheckScript, AKilledRunStillLeavesItsRows) {
+  test_util::TempDir tmp("hypic-device-check");
+  const cli_test::CliRun r = cli_test::run_shell(
+      tmp.file(""), "{ DEVICE_CHECK_DRY_SLEEP=30 DEVICE_CHECK_BUILD=" + tmp.file("build") +
+                        " bash " + script() + " --dry-run " + tmp.file("report") +
+                        " & p=$!; sleep 2; kill -TERM $p; wait $p; }");
+  EXPECT_NE(r.code, 0);
+  const std::string md = cli_test::slurp(tmp.file("report/device_check.md"));
+  EXPECT_NE(md.find("| GPU visible | DRY |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| configure | KILLED |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| total | FAIL |"), std::string::npos) << md;
+  EXPECT_NE(cli_test::slurp(tmp.file("report/tails/configure.txt")).find("dry run: cmake"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("report/running.txt")));
 }
 
 TEST(DeviceCheckScript, WithoutAGpuItFailsAtOnce) {

@@ -180,7 +180,8 @@ TEST_P(DeviceForwardVsHost, LogitsAndFirstTokenKl) {
   for (size_t i = 0; i < V; ++i) kl += std::exp(ph[i]) * (ph[i] - pd[i]);
   if (std::isnan(kl)) kl = INFINITY;
   std::printf(
-      "device-vs-host %s on %s: max |dlogit| %.3g (max |logit| %.3g), first-token KL %.3g nats\n",
+      "device-vs-host %s on %s: max logit difference %.3g (largest logit %.3g), first-token KL "
+      "%.3g nats\n",
       arch.c_str(), device.c_str(), diff, scale, kl);
   EXPECT_LE(diff, 1e-2 * scale) << arch << " on " << device;
   EXPECT_LE(kl, 1e-4) << arch << " on " << device;
