@@ -226,10 +226,12 @@ gtest_row() {
     paste -sd' ')
   local fig
   fig=$(figure_or_why "$counts${failed_names:+; failed: $failed_names}")
-  if ((RC == 124)); then  # where it hung: the test running at the bound
-    fig+="; $(grep -c '^\[       OK \]' "$log") passed before, running: $(grep '^\[ RUN      \]' "$log" | tail -1 | awk '{print $4}')"
-  fi
+  ((RC == 124)) && fig+="; $(gtest_progress "$log")"
   row "$label" "$(verdict $ok)" "$SECS" "$fig"
+}
+# Where a gtest run stopped at its bound was: tests passed so far and the one running.
+gtest_progress() {
+  echo "$(grep -c '^\[       OK \]' "$1") passed before, running: $(grep '^\[ RUN      \]' "$1" | tail -1 | awk '{print $4}')"
 }
 
 # The figures are read with Python's standard library; the system's interpreter when there is
@@ -518,7 +520,7 @@ for tool in memcheck racecheck; do
   [[ $RC -eq 0 && $counts == *", 0 failed" && $counts != "0 passed"* ]] &&
     [[ $san == *" 0 errors"* || $san == *"(0 errors"* ]] && ok=1
   row "compute-sanitizer $tool (small shapes)" "$(verdict $ok)" "$SECS" \
-    "$(figure_or_why "${san:-no sanitizer summary}; tests: $counts$( ((RC == 86)) && echo '; the sanitizer found errors')")"
+    "$(figure_or_why "${san:-no sanitizer summary}; tests: $counts$( ((RC == 86)) && echo '; the sanitizer found errors')")$( ((RC == 124)) && echo "; $(gtest_progress "$log")")"
 done
 
 # ---- 11. Opt-in (DEVICE_CHECK_MPI=1; the 420 s budget leaves it out by default): rank
