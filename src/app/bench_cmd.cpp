@@ -16,6 +16,9 @@
 #include "hypic/error.hpp"
 
 namespace hypic::app {
+// bench_roofline_cmd.cpp (declared here, not in commands.hpp, which every command file includes)
+void add_bench_roofline(CLI::App& bench);
+
 namespace {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
@@ -50,6 +53,8 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
   std::printf("%s\n", r.load_summary.c_str());
   std::printf("prefill %d tokens: median %.3f s over %d runs -> %.0f tokens/s\n", a.options.tokens,
               t, a.options.reps, r.tokens_per_second);
+  std::printf("logits of the last run: %s\n",
+              r.logits_finite ? "finite" : "NOT FINITE (NaN or infinity)");
   if (r.config_layers > 0)
     std::printf(
         "random weights of %s, %d of its %d layers: scaled to %d layers, prefill %d tokens "
@@ -122,6 +127,7 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
       {"runs", a.options.reps},
       {"prefill_seconds_median", r.prefill_seconds_median},
       {"tokens_per_second", r.tokens_per_second},
+      {"logits_finite", r.logits_finite},
       {"flops_counted", r.flops.total()},
       {"achieved_gflops", r.achieved_gflops},
       {"device", r.device},
@@ -278,6 +284,7 @@ void add_bench_commands(CLI::App& app) {
   add_bench_tokenize(*bench);
   add_bench_scaling(*bench);
   add_bench_kernels(*bench);
+  add_bench_roofline(*bench);
 }
 
 }  // namespace hypic::app

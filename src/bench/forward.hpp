@@ -48,7 +48,8 @@ struct ForwardResult {
   std::vector<double> prefill_seconds;  // one per timed run
   double prefill_seconds_median = 0;
   double tokens_per_second = 0;
-  model::FlopCount flops;  // counted for one prefill
+  bool logits_finite = true;  // the last timed run's logits: no NaN or infinity
+  model::FlopCount flops;     // counted for one prefill
   double achieved_gflops = 0;
   double fraction_of_sgemm = 0;
   double weights_bytes = 0;

@@ -114,6 +114,9 @@ TEST(BenchCli, ForwardFromAConfigFileKeepsTheFirstLayersAndScales) {
   EXPECT_GT(all, 2);
   EXPECT_EQ(j["layers"], 2);
   EXPECT_TRUE(positive(j["prefill_seconds_median"]));
+  // The device check fails a bench row whose logits are not finite (issue #45).
+  EXPECT_EQ(j["logits_finite"], true);
+  EXPECT_NE(r.out.find("logits of the last run: finite"), std::string::npos) << r.out;
   EXPECT_DOUBLE_EQ(j["prefill_seconds_scaled_to_config"].get<double>(),
                    j["prefill_seconds_median"].get<double>() * all / 2);
   EXPECT_NE(r.out.find("2 of its " + std::to_string(all) + " layers: scaled to " +

@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "fake_device.hpp"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
 #include "model/arch/arch.hpp"
@@ -119,5 +122,83 @@ TEST(DeviceOption, CudaWithoutAGpuIsOneErrorLine) {
   r = cli_test::run_hypic(tmp.file(""), "bench forward --model " + model_dir + " --device gpu");
   EXPECT_NE(r.code, 0);
 }
+
+// Every architecture's forward on the device against the host (issue #45): a tiny preset with
+// random weights prefilled over three blocks, reporting the largest logit difference and the
+// KL divergence of the first generated token's distribution (the last prompt position's
+// softmax, host ‖ device), one line per architecture for scripts/device_check.sh's rows.
+// Backends: "cuda" (skipped with the reason where it cannot run) and "fake", the stand-in device
+// of fake_device.hpp (host kernels: the figures are exactly 0), which checks the case itself
+// on any machine. Tolerances: max |Δlogit| ≤ 1e-2 · max(1, max |logit|) (bf16 tensor-core
+// products allowed) and KL ≤ 1e-4 nats.
+class DeviceForwardVsHost : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+};
+
+TEST_P(DeviceForwardVsHost, LogitsAndFirstTokenKl) {
+  const auto& [arch, device] = GetParam();
+  const kn::Backend* be = &pic_test::fake_device();
+  if (device == "cuda") {
+    const kn::DeviceInfo info = kn::cuda_device_info();
+    if (!info.compiled) GTEST_SKIP() << "built without CUDA (-DHYPIC_CUDA=OFF)";
+    if (info.count == 0) GTEST_SKIP() << "no CUDA device visible (" << info.description << ")";
+    be = &kn::cuda_backend();
+  }
+  const model::ModelConfig cfg = model::preset_config(model::parse_arch(arch), "tiny");
+  const model::ModelWeights w = model::random_weights(cfg, 11);
+  model::Model host(cfg, w);
+  model::Model dev(cfg, model::to_backend(w, *be), *be);
+  host.set_max_block_tokens(64);  // 150 tokens: three blocks
+  dev.set_max_block_tokens(64);
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+  std::vector<int32_t> ids(150);
+  for (auto& t : ids) t = tok(rng);
+  auto hc = host.new_cache();
+  auto dc = dev.new_cache();
+  const std::vector<float> lh = host.prefill(ids, hc, model::LogitsMode::All).to_vector();
+  const std::vector<float> ld = dev.prefill(ids, dc, model::LogitsMode::All).to_vector();
+  ASSERT_EQ(lh.size(), ld.size());
+  ASSERT_EQ(lh.size(), ids.size() * size_t(cfg.vocab_size));
+  double diff = 0, scale = 1;
+  for (size_t i = 0; i < lh.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(lh[i])));
+    const double e = std::fabs(double(ld[i]) - double(lh[i]));
+    if (!(e <= diff)) diff = std::isnan(e) ? INFINITY : e;
+  }
+  // KL(p_host ‖ p_dev) over the last row, in double with the max subtracted.
+  const size_t V = size_t(cfg.vocab_size), last = lh.size() - V;
+  auto log_softmax = [&](const std::vector<float>& l) {
+    double m = -INFINITY, sum = 0;
+    for (size_t i = 0; i < V; ++i) m = std::max(m, double(l[last + i]));
+    for (size_t i = 0; i < V; ++i) sum += std::exp(double(l[last + i]) - m);
+    std::vector<double> out(V);
+    for (size_t i = 0; i < V; ++i) out[i] = double(l[last + i]) - m - std::log(sum);
+    return out;
+  };
+  const std::vector<double> ph = log_softmax(lh), pd = log_softmax(ld);
+  double kl = 0;
+  for (size_t i = 0; i < V; ++i) kl += std::exp(ph[i]) * (ph[i] - pd[i]);
+  if (std::isnan(kl)) kl = INFINITY;
+  std::printf(
+      "device-vs-host %s on %s: max logit difference %.3g (largest logit %.3g), first-token KL "
+      "%.3g nats\n",
+      arch.c_str(), device.c_str(), diff, scale, kl);
+  EXPECT_LE(diff, 1e-2 * scale) << arch << " on " << device;
+  EXPECT_LE(kl, 1e-4) << arch << " on " << device;
+  if (device == "fake") {  // the same host kernels: nothing may differ
+    EXPECT_EQ(diff, 0.0) << arch;
+    EXPECT_EQ(kl, 0.0) << arch;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, DeviceForwardVsHost,
+                         ::testing::Combine(::testing::Values("qwen3_5", "qwen3_next",
+                                                              "qwen3_5_moe", "kimi_linear",
+                                                              "bailing_moe_linear", "minimax"),
+                                            ::testing::Values("cuda", "fake")),
+                         [](const auto& param_info) {
+                           return std::get<0>(param_info.param) + "_" +
+                                  std::get<1>(param_info.param);
+                         });
 
 }  // namespace
