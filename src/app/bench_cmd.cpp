@@ -13,7 +13,9 @@
 #include "app/run_options.hpp"
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
+#include "bench/peak.hpp"
 #include "hypic/error.hpp"
+#include "hypic/kernels/cpu.hpp"
 
 namespace hypic::app {
 // bench_roofline_cmd.cpp (declared here, not in commands.hpp, which every command file includes)
@@ -67,6 +69,12 @@ void print_forward(const ForwardArgs& a, const bench::ForwardResult& r, double p
       "attention %.2f, delta rule %.2f)\n",
       r.achieved_gflops, 100.0 * r.fraction_of_sgemm, r.flops.total() / 1e12,
       r.flops.projections / 1e12, r.flops.attention / 1e12, r.flops.delta_rule / 1e12);
+  if (r.f32_peak_gflops > 0)
+    std::printf(
+        "achieved = %.0f %% of the f32 FMA peak (%s loop at %d thread(s): %.1f GFLOP/s; sgemm "
+        "%.0f %% of it) on %s\n",
+        100.0 * r.fraction_of_peak, r.f32_peak_loop.c_str(), r.by_threads.back().threads,
+        r.f32_peak_gflops, 100.0 * r.sgemm_gflops / r.f32_peak_gflops, r.cpu_model.c_str());
   if (r.bf16_gemm_gflops > 0)
     std::printf("achieved = %.0f %% of the bf16 GEMM rate\n",
                 100.0 * r.achieved_gflops / r.bf16_gemm_gflops);
@@ -134,6 +142,11 @@ nlohmann::json forward_json(const ForwardArgs& a, const bench::ForwardResult& r,
       {"sgemm_gflops", r.sgemm_gflops},
       {"bf16_gemm_gflops", r.bf16_gemm_gflops},
       {"fraction_of_sgemm", r.fraction_of_sgemm},
+      {"cpu_model", r.cpu_model},
+      {"isa", r.isa},
+      {"f32_peak_loop", r.f32_peak_loop},
+      {"f32_peak_gflops", r.f32_peak_gflops},
+      {"fraction_of_peak", r.fraction_of_peak},
       {"peak_rss_bytes", peak},
       {"weights_bytes", r.weights_bytes},
       {"weights_dtype", r.weights_dtype},
@@ -204,14 +217,25 @@ void add_bench_blas(CLI::App& bench) {
     const bench::BlasResult r = bench::run_blas(a->options);
     std::printf("BLAS: %s, kernel %s%s%s\n", r.blas.library.c_str(), r.blas.kernel.c_str(),
                 r.blas.note.empty() ? "" : "; ", r.blas.note.c_str());
-    nlohmann::json rates = nlohmann::json::object(), one_call = nlohmann::json::object();
+    std::printf("CPU: %s; instruction sets usable here: %s\n", kernels::cpu_model().c_str(),
+                kernels::cpu_isa_summary().c_str());
+    nlohmann::json rates = nlohmann::json::object(), one_call = nlohmann::json::object(),
+                   peaks = nlohmann::json::object();
+    std::string peak_loop;
     for (const bench::BlasRate& rate : r.rates) {
+      const bench::F32Peak peak = bench::measure_f32_peak(rate.threads);
+      peak_loop = peak.loop;
       std::printf(
           "sgemm %d^3, %d thread(s): %.1f GFLOP/s in hypic's tiles, %.1f GFLOP/s as one "
-          "BLAS call on its own threads (median of %d)\n",
+          "BLAS call on its own threads (median of %d)",
           a->options.n, rate.threads, rate.gflops, rate.one_call_gflops, a->options.reps);
+      if (peak.gflops > 0)
+        std::printf("; f32 FMA peak %.1f GFLOP/s (%s): tiles %.0f %% of it", peak.gflops,
+                    peak.loop.c_str(), 100.0 * rate.gflops / peak.gflops);
+      std::printf("\n");
       rates[std::to_string(rate.threads)] = rate.gflops;
       one_call[std::to_string(rate.threads)] = rate.one_call_gflops;
+      peaks[std::to_string(rate.threads)] = peak.gflops;
     }
     nlohmann::json bf16 = nlohmann::json::array();
     if (!r.bf16.empty())
@@ -263,6 +287,10 @@ void add_bench_blas(CLI::App& bench) {
                          {"kernel", r.blas.kernel},
                          {"note", r.blas.note},
                          {"n", a->options.n},
+                         {"cpu_model", kernels::cpu_model()},
+                         {"isa", kernels::cpu_isa_summary()},
+                         {"f32_peak_loop", peak_loop},
+                         {"f32_peak_gflops_by_threads", peaks},
                          {"gflops_by_threads", rates},
                          {"one_blas_call_gflops_by_threads", one_call},
                          {"bf16_dot_available", kernels::bf16_dot_available()},
@@ -285,6 +313,7 @@ void add_bench_commands(CLI::App& app) {
   add_bench_scaling(*bench);
   add_bench_kernels(*bench);
   add_bench_roofline(*bench);
+  add_bench_peak(*bench);
 }
 
 }  // namespace hypic::app

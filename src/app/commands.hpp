@@ -32,6 +32,7 @@ void add_bench_compose(CLI::App& bench);
 void add_bench_tokenize(CLI::App& bench);
 void add_bench_scaling(CLI::App& bench);  // cold query across ranks: measured and simulated
 void add_bench_kernels(CLI::App& bench);  // per-op times at several thread counts
+void add_bench_peak(CLI::App& bench);     // floating-point peak per instruction set
 void add_warmup_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

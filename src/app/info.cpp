@@ -10,6 +10,7 @@
 #include "app/commands.hpp"
 #include "app/run_options.hpp"
 #include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/cpu.hpp"
 #include "hypic/kernels/device.hpp"
 
 namespace hypic::app {
@@ -17,6 +18,8 @@ namespace hypic::app {
 void print_build_info(std::FILE* out) {
   const auto blas = kernels::blas_info();
   std::fprintf(out, "hypic %s\n", HYPIC_VERSION);
+  std::fprintf(out, "  CPU    : %s (%s)\n", kernels::cpu_model().c_str(),
+               kernels::cpu_isa_summary().c_str());
   std::fprintf(out, "  BLAS   : %s, kernel %s, one thread per GEMM tile%s%s\n",
                blas.library.c_str(), blas.kernel.c_str(), blas.note.empty() ? "" : "; ",
                blas.note.c_str());

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "bench/blas.hpp"
+#include "bench/peak.hpp"
 #include "bench/timing.hpp"
 #include "hypic/error.hpp"
 #include "hypic/kernels/device.hpp"
@@ -194,6 +195,14 @@ ForwardResult run_forward(const std::string& model_dir, const ForwardOptions& o)
   r.flops = model::prefill_flops(cfg, o.tokens, 0, 1);
   r.achieved_gflops = r.flops.total() / t / 1e9;
   r.fraction_of_sgemm = r.achieved_gflops / r.sgemm_gflops;
+  if (r.device == "cpu") {
+    r.cpu_model = kernels::cpu_model();
+    r.isa = kernels::cpu_isa_summary();
+    const F32Peak peak = measure_f32_peak(last.threads);
+    r.f32_peak_loop = peak.loop;
+    r.f32_peak_gflops = peak.gflops;
+    if (peak.gflops > 0) r.fraction_of_peak = r.achieved_gflops / peak.gflops;
+  }
   r.parts_total = last.parts_total;
   r.seconds_by_part = last.seconds_by_part;
   return r;

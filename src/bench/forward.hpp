@@ -52,6 +52,11 @@ struct ForwardResult {
   model::FlopCount flops;     // counted for one prefill
   double achieved_gflops = 0;
   double fraction_of_sgemm = 0;
+  // The host's f32 FMA peak at the last thread count, measured in the same run (bench peak's
+  // loop; the host only): achieved_gflops as a fraction of it, and the CPU it ran on.
+  std::string cpu_model, isa, f32_peak_loop;
+  double f32_peak_gflops = 0;
+  double fraction_of_peak = 0;
   double weights_bytes = 0;
   std::string weights_dtype;     // the projections in memory: "f32" or "bf16"
   std::string load_summary;      // model::load_summary: dtypes, bytes, peak memory after loading
