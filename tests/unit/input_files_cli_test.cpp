@@ -80,6 +80,27 @@ TEST_F(InputFilesCli, ChatSessionStoreIgnoresTheOldPredictablePath) {
   EXPECT_EQ(links, 1);
 }
 
+TEST_F(InputFilesCli, BenchTemporaryStoreIgnoresTheOldPredictablePath) {
+  // The old path was $TMPDIR/hypic-bench-ttft-<pid>.h5: a dangling link planted there made
+  // the benchmark create its store at the link's target and leave it there.
+  const fs::path tmp = dir_ / "bench-tmpdir", victim = dir_ / "bench-victim.h5";
+  fs::create_directories(tmp);
+  const CliRun r = shell("env TMPDIR=" + tmp.string() + " sh -c 'ln -s " + victim.string() + " " +
+                         tmp.string() + "/hypic-bench-ttft-$$.h5 && exec " + HYPIC_BINARY +
+                         " bench ttft --preset tiny --segments 2 --segment-tokens 16 --queries 1 "
+                         "--question-tokens 4 --modes pic'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(victim)) << "the store went through the planted link";
+  int links = 0;
+  for (const auto& e : fs::directory_iterator(tmp)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("hypic-bench", 0) != 0) continue;
+    EXPECT_TRUE(fs::is_symlink(e.symlink_status())) << "left behind: " << e.path();
+    ++links;
+  }
+  EXPECT_EQ(links, 1);
+}
+
 TEST_F(InputFilesCli, ChatAddRefusesDevicesAndFifos) {
   ASSERT_EQ(::mkfifo(p("chat.fifo").c_str(), 0600), 0);
   std::ofstream(dir_ / "script.txt") << "add /dev/zero\nadd " << p("chat.fifo") << "\nlist\n";
