@@ -11,6 +11,7 @@
 #include "app/commands.hpp"
 #include "app/io_util.hpp"
 #include "bench/tokenize.hpp"
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 #include "model/tokenizer.hpp"
 
@@ -18,11 +19,7 @@ namespace hypic::app {
 namespace {
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYPIC_REQUIRE(in.good(), "cannot open --text file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(path, "--text file");
 }
 
 }  // namespace
@@ -46,6 +43,8 @@ void add_bench_tokenize(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--json", args->json, "write the figures to this JSON file");
   on_run(sub, [args] {
+    HYPIC_REQUIRE(args->seconds > 0 && args->seconds <= 86400,
+                  "--seconds must be a number of seconds in (0, 86400]");
     const model::Tokenizer tok = model::Tokenizer::for_model(
         args->model, args->byte_tokenizer ? model::Tokenizer::Fallback::kByteLevel
                                           : model::Tokenizer::Fallback::kRefuseText);

@@ -28,6 +28,8 @@
 #include "app/pic_report.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
+#include "common/files.hpp"
+#include "common/units.hpp"
 #include "eval/datasets.hpp"
 #include "eval/metrics.hpp"
 #include "eval/runner.hpp"
@@ -98,6 +100,8 @@ class Progress {
 struct EvalRun {
   explicit EvalRun(const EvalArgs& args)
       : a(args), modes(parse_modes(args.modes)), junction(pic::JunctionSpec::parse(args.junction)) {
+    require_plain_name(a.dataset, "--dataset");  // OUT/<mode>/<dataset>.jsonl stays in OUT
+    mib_to_bytes(a.memory_budget_mib, "--memory-budget");
     for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
   }
   const EvalArgs& a;
@@ -191,7 +195,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   pic::EngineOptions eo;
   eo.mode = mode;
   eo.junction = run.junction;
-  eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
+  eo.memory_budget_bytes = mib_to_bytes(a.memory_budget_mib, "--memory-budget");
   eo.keep_first_logits = true;  // first-token KL to full
   eo.measure_state_contribution = pic::uses_entries(mode);
   const bool entries = pic::uses_entries(mode);
@@ -357,10 +361,11 @@ void add_eval_command(CLI::App& app) {
   on_run(table, [runs, out] {
     std::vector<json> summaries;
     for (const std::string& r : *runs) {
-      std::ifstream in(r + "/summary.json");
-      HYPIC_REQUIRE(in.good(), "eval-table: " + r + "/summary.json cannot be read");
+      HYPIC_REQUIRE(std::filesystem::exists(r + "/summary.json"),
+                    "eval-table: " + r + "/summary.json cannot be read");
+      const std::string text = read_regular_file(r + "/summary.json", "eval-table:");
       try {
-        summaries.push_back(json::parse(in));
+        summaries.push_back(json::parse(text));
       } catch (const json::exception& e) {
         throw Error("eval-table: " + r + "/summary.json: " + e.what());
       }

@@ -5,16 +5,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::app {
 
 std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
-  std::ifstream in(path);
-  HYPIC_REQUIRE(in.good(), "cannot open token-id file '" + path + "'");
+  const std::string text = read_regular_file(path, "token-id file");
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error("token-id file '" + path + "' is not valid JSON: " + e.what());
   }
@@ -67,10 +67,9 @@ uint64_t peak_rss_bytes() {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  HYPIC_REQUIRE(in.good(), path + ": cannot open");
+  const std::string text = read_regular_file(path, "JSON file");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw Error(path + ": invalid JSON: " + e.what());
   }

@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
 #include "pic/fingerprint.hpp"
@@ -73,8 +75,9 @@ std::vector<int32_t> text_tokens(const json& j, const std::string& what,
 
 // Runs `parse` on each non-blank line; a LineError becomes "FILE:LINE: message", which
 // refuses the run or is printed as a warning, per policy. Returns the skipped lines.
-int for_each_line(const std::string& path, BadLinePolicy policy,
+int for_each_line(const std::string& path, const std::string& what, BadLinePolicy policy,
                   const std::function<void(const json&, int)>& parse) {
+  require_regular_file(path, what);  // a folder, FIFO or device is no JSONL file
   std::ifstream in(path);
   HYPIC_REQUIRE(in.good(), "cannot open '" + path + "'");
   std::string text;
@@ -99,6 +102,7 @@ int for_each_line(const std::string& path, BadLinePolicy policy,
     std::fprintf(stderr, "hypic: warning: %s%s; line skipped\n", where.c_str(), problem.c_str());
     ++skipped;
   }
+  require_read_to_end(in, path);  // a read error is not the end of the file
   return skipped;
 }
 
@@ -135,7 +139,7 @@ Corpus read_corpus(const std::string& path, const model::Tokenizer& tok,
                    const model::ModelConfig& cfg, BadLinePolicy policy) {
   Corpus c;
   c.path = path;
-  c.skipped_lines = for_each_line(path, policy, [&](const json& j, int) {
+  c.skipped_lines = for_each_line(path, "--corpus", policy, [&](const json& j, int) {
     line_require(j.is_object(), "a corpus line must be an object {\"id\", \"text\" | \"tokens\"}");
     line_require(j.contains("id") && j["id"].is_string(), "missing string field \"id\"");
     CorpusDoc d;
@@ -152,6 +156,9 @@ Corpus read_corpus(const std::string& path, const model::Tokenizer& tok,
     c.by_id.emplace(d.id, c.docs.size());
     c.docs.push_back(std::move(d));
   });
+  if (c.docs.empty())
+    std::fprintf(stderr, "hypic: warning: --corpus %s holds no documents%s\n", path.c_str(),
+                 c.skipped_lines > 0 ? " (every line was skipped)" : " (the file is empty)");
   return c;
 }
 
@@ -160,7 +167,8 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
                        BadLinePolicy policy) {
   QueryFile out;
   const int vocab = cfg.vocab_size;
-  out.skipped_lines = for_each_line(path, policy, [&](const json& j, int line) {
+  std::map<std::string, int> first_line;  // query id -> the line that has it
+  out.skipped_lines = for_each_line(path, "--queries", policy, [&](const json& j, int line) {
     line_require(j.is_object(), "a query line must be an object");
     QuerySpec s;
     s.line = line;
@@ -173,6 +181,11 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
       q.id = "line" + std::to_string(line);
     }
     const std::string what = "query '" + q.id + "'";
+    // Predictions are keyed by id: two queries with one id would be two answers to one key.
+    const auto seen = first_line.find(q.id);
+    line_require(seen == first_line.end(),
+                 "duplicate query id '" + q.id + "' (first on line " +
+                     std::to_string(seen == first_line.end() ? 0 : seen->second) + ")");
     if (j.contains("prefix")) {
       const json& p = j["prefix"];
       q.prefix = p.is_array() ? token_list(p, what + " \"prefix\"", vocab)
@@ -227,8 +240,13 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
     for (const auto& seg : q.segments) total += static_cast<int64_t>(seg.size());
     const std::string too_long = model::context_overflow(cfg, total, q.max_new_tokens);
     line_require(too_long.empty(), what + ": " + too_long);
+    first_line.emplace(q.id, line);
     out.queries.push_back(std::move(s));
   });
+  if (out.queries.empty())
+    std::fprintf(stderr, "hypic: warning: --queries %s holds no queries%s; nothing is answered\n",
+                 path.c_str(),
+                 out.skipped_lines > 0 ? " (every line was skipped)" : " (the file is empty)");
   return out;
 }
 

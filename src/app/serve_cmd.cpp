@@ -1,10 +1,15 @@
 // `hypic serve`: answers a batch of queries in one caching mode and writes predictions,
 // metrics and per-phase timings; --compare-full also measures each answer against full
 // recompute.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,8 +24,11 @@
 #include "app/pic_report.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
+#include "common/files.hpp"
+#include "common/units.hpp"
 #include "eval/metrics.hpp"
 #include "pic/fidelity.hpp"
+#include "store/open.hpp"
 #include "store/segment_store.hpp"
 
 namespace hypic::app {
@@ -46,19 +54,43 @@ struct Serving {
   std::unique_ptr<pic::Engine> full;
 };
 
+// The store, open for writing; one the user cannot write (a read-only file or file system,
+// an immutable file) is served from read-only, said in one line, and left as it is.
+std::unique_ptr<store::SegmentStore> open_serving_store(const ServeArgs& a, const LoadedPicModel& m,
+                                                        const pic::JunctionSpec& junction) {
+  if (!store::is_new_store_path(a.store)) {
+    int err = ::access(a.store.c_str(), W_OK) == 0 ? 0 : errno;
+    if (err == 0) {  // root passes access(2) on a read-only file; an open for writing tells
+      const int fd = ::open(a.store.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd >= 0)
+        ::close(fd);
+      else
+        err = errno;
+    }
+    if (err == EACCES || err == EROFS || err == EPERM) {
+      std::fprintf(stderr,
+                   "hypic: warning: store %s cannot be written (%s): serving from its entries "
+                   "without storing new ones\n",
+                   a.store.c_str(), std::strerror(err));
+      return std::make_unique<store::SegmentStore>(store::SegmentStore::open(
+          a.store, m.fingerprint, junction.store_code(), store::OpenMode::kRead));
+    }
+  }
+  return std::make_unique<store::SegmentStore>(store::open_for_writing(
+      a.store, m.fingerprint, junction.store_code(), store::parse_dtype(a.dtype)));
+}
+
 Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
                      const pic::JunctionSpec& junction, MPI_Comm comm, int ranks,
                      kernels::DeviceLink* link) {
   Serving s;
-  if (pic::uses_entries(mode) && !a.store.empty()) {
-    s.st = std::make_unique<store::SegmentStore>(store::open_for_writing(
-        a.store, m.fingerprint, junction.store_code(), store::parse_dtype(a.dtype)));
-  }
+  if (pic::uses_entries(mode) && !a.store.empty()) s.st = open_serving_store(a, m, junction);
   pic::EngineOptions eo;
   eo.mode = mode;
   eo.junction = junction;
-  eo.memory_budget_bytes = static_cast<size_t>(a.memory_budget_mib * 1048576.0);
+  eo.memory_budget_bytes = mib_to_bytes(a.memory_budget_mib, "--memory-budget");
   eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
+  eo.answer_when_store_is_full = true;  // a full disk: said once, answered without caching
   s.engine = std::make_unique<pic::Engine>(*m.model, m.fingerprint, eo, s.st.get());
   // With workers, rank 0 routes and composes; the cold segments are computed on the workers.
   if (ranks > 1 && pic::uses_entries(mode)) {
@@ -110,7 +142,10 @@ int run_serve(const ServeArgs& a) {
   const pic::Mode mode = pic::parse_mode(a.mode);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
-  HYPIC_REQUIRE(a.memory_budget_mib >= 0, "--memory-budget must be at least 0 MiB");
+  mib_to_bytes(a.memory_budget_mib, "--memory-budget");  // checked before anything loads
+  // Before the model loads, on every rank: a folder, FIFO or device is no input file.
+  if (!a.corpus.empty()) require_regular_file(a.corpus, "--corpus");
+  require_regular_file(a.queries, "--queries");
   const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();

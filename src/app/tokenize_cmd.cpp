@@ -8,19 +8,12 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 #include "model/tokenizer.hpp"
 
 namespace hypic::app {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYPIC_REQUIRE(in.good(), "cannot open --file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A piece as one printable line: quotes, backslashes and control bytes escaped.
 std::string escaped(const std::string& s) {
@@ -53,7 +46,7 @@ void add_tokenize_command(CLI::App& app) {
       "tokenize", "Print the token ids (and pieces) a text becomes under a model's tokenizer");
   struct Args {
     std::string model, text, file;
-    bool ids_only = false, no_special = false;
+    bool ids_only = false, no_special = false, byte_tokenizer = false;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "Model folder (its tokenizer.json) or a tokenizer.json")
@@ -61,13 +54,20 @@ void add_tokenize_command(CLI::App& app) {
   auto* text = sub->add_option("--text", args->text, "Text to tokenize");
   auto* file = sub->add_option("--file", args->file, "UTF-8 file whose content is tokenized");
   text->excludes(file);
+  sub->add_flag("--byte-tokenizer", args->byte_tokenizer,
+                "Without a tokenizer in the model folder, one token per byte (else refused)");
   sub->add_flag("--ids-only", args->ids_only, "Print only the ids, as one list");
   sub->add_flag("--no-parse-special", args->no_special,
                 "Encode special tokens written in the text as plain text");
   on_run(sub, [args, text, file] {
     HYPIC_REQUIRE(text->count() + file->count() == 1, "tokenize needs --text or --file");
-    const model::Tokenizer tok = model::Tokenizer::for_model(args->model);
-    const std::string input = file->count() > 0 ? read_file(args->file) : args->text;
+    // As every command that turns text into ids: no tokenizer, no text (unless asked for).
+    const model::Tokenizer tok = model::Tokenizer::for_model(
+        args->model, args->byte_tokenizer ? model::Tokenizer::Fallback::kByteLevel
+                                          : model::Tokenizer::Fallback::kRefuseText);
+    tok.require_text_support();
+    const std::string input =
+        file->count() > 0 ? read_regular_file(args->file, "--file") : args->text;
     const std::vector<int32_t> ids = tok.encode(input, !args->no_special);
     if (args->ids_only) {
       std::string line = "[";

@@ -13,6 +13,7 @@
 #include "app/pic_inputs.hpp"
 #include "cluster/distributed.hpp"
 #include "cluster/world.hpp"
+#include "common/files.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "hypic/kernels/threads.hpp"
 #include "pic/junction.hpp"
@@ -81,6 +82,7 @@ std::string space_still_needed(const store::SegmentStore& st,
 }
 
 int run_warmup(const WarmupArgs& a) {
+  require_regular_file(a.corpus, "--corpus");  // before the model loads, on every rank
   const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();

@@ -12,6 +12,7 @@
 #include "bench/blas.hpp"
 #include "bench/peak.hpp"
 #include "bench/timing.hpp"
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 #include "hypic/kernels/device.hpp"
 #include "hypic/kernels/threads.hpp"
@@ -62,10 +63,9 @@ model::ModelWeights shape_weights(const std::string& file, int layers, int& conf
                                   model::ModelConfig& cfg) {
   nlohmann::json j;
   {
-    std::ifstream in(file);
-    HYPIC_REQUIRE(in.good(), "--config " + file + ": cannot read the file");
+    const std::string text = read_regular_file(file, "--config");
     try {
-      in >> j;
+      j = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
       throw Error("--config " + file + ": not JSON (" + e.what() + ")");
     }

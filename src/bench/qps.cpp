@@ -6,6 +6,7 @@
 
 #include "bench/rag_corpus.hpp"
 #include "bench/timing.hpp"
+#include "common/units.hpp"
 #include "eval/metrics.hpp"
 #include "hypic/error.hpp"
 #include "model/forward.hpp"
@@ -85,7 +86,7 @@ class Server {
     pic::EngineOptions eo;
     eo.mode = mode;
     eo.junction = a_.junction;
-    eo.memory_budget_bytes = static_cast<size_t>(a_.memory_budget_mib * 1048576.0);
+    eo.memory_budget_bytes = mib_to_bytes(a_.memory_budget_mib, "--memory-budget");
     pic::Engine engine(net_, fingerprint_, eo, st ? &*st : nullptr);
 
     const size_t n = trace.queries.size();
@@ -151,7 +152,9 @@ QpsResult run_qps(const QpsOptions& a, const QpsProgress& progress) {
   HYPIC_REQUIRE(a.cold_share >= 0 && a.cold_share <= 1, "--cold-share must be in [0, 1]");
   HYPIC_REQUIRE(!a.loads.empty() && a.refine_steps >= 0, "--loads needs at least one value");
   for (double l : a.loads) HYPIC_REQUIRE(l > 0, "--loads must be positive");
-  HYPIC_REQUIRE(a.sla_ms >= 0, "--sla-ms must not be negative");
+  HYPIC_REQUIRE(a.sla_ms >= 0 && a.sla_ms < 1e12, "--sla-ms must be a finite number >= 0");
+  HYPIC_REQUIRE(a.zipf >= 0 && a.zipf < 1e6, "--zipf must be a finite number >= 0");
+  mib_to_bytes(a.memory_budget_mib, "--memory-budget");
   std::vector<pic::Mode> modes;
   for (const std::string& m : a.modes) modes.push_back(pic::parse_mode(m));
   HYPIC_REQUIRE(!modes.empty(), "--modes needs at least one mode");

@@ -1,7 +1,5 @@
 #include "bench/rag_corpus.hpp"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 
@@ -52,17 +50,13 @@ WarmedStore warm_store(model::Model& net, const std::string& fingerprint,
   return {warm.total, warm.seconds, st.stats().file_bytes};
 }
 
-StorePath::StorePath(const std::string& given, const std::string& stem)
-    : path_(given), temporary_(given.empty()) {
-  if (temporary_)
-    path_ =
-        (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(getpid()) + ".h5"))
-            .string();
+StorePath::StorePath(const std::string& given, const std::string& stem) : path_(given) {
+  if (path_.empty()) {
+    temp_dir_.emplace(stem);
+    path_ = temp_dir_->create_file(stem + ".h5");
+  }
 }
 
-StorePath::~StorePath() {
-  std::error_code ec;
-  if (temporary_) std::filesystem::remove(path_, ec);
-}
+StorePath::~StorePath() = default;  // the private folder goes with its store
 
 }  // namespace hypic::bench

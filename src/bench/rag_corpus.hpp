@@ -2,10 +2,12 @@
 // What the RAG-like benchmarks (bench ttft, bench qps) share: a random corpus, Zipf
 // popularity, and a store warmed with the corpus through the one warm-up path.
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/files.hpp"
 #include "model/forward.hpp"
 #include "pic/junction.hpp"
 
@@ -32,8 +34,9 @@ WarmedStore warm_store(model::Model& net, const std::string& fingerprint,
                        const pic::JunctionSpec& junction, const std::string& dtype,
                        const std::vector<std::vector<int32_t>>& docs, const std::string& path);
 
-// A store path: `given`, or a temporary file (named after `stem` and the process id) that is
-// removed when this object goes, however the benchmark ends.
+// A store path: `given`, or a temporary file `stem`.h5 made empty (O_EXCL | O_NOFOLLOW) in a
+// private folder (mkdtemp, mode 0700, a name nobody can predict) that is removed when this
+// object goes, however the benchmark ends.
 class StorePath {
  public:
   StorePath(const std::string& given, const std::string& stem);
@@ -43,8 +46,8 @@ class StorePath {
   const std::string& str() const { return path_; }
 
  private:
+  std::optional<PrivateTempDir> temp_dir_;  // set when no path was given
   std::string path_;
-  bool temporary_ = false;
 };
 
 }  // namespace hypic::bench

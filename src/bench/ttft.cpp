@@ -10,6 +10,7 @@
 
 #include "bench/rag_corpus.hpp"
 #include "bench/timing.hpp"
+#include "common/units.hpp"
 #include "hypic/error.hpp"
 #include "model/forward.hpp"
 #include "model/presets.hpp"
@@ -64,7 +65,7 @@ std::unique_ptr<ModeState> open_mode(const Setup& s, const std::string& name, pi
   pic::EngineOptions eo;
   eo.mode = mode;
   eo.junction = s.options.junction;
-  eo.memory_budget_bytes = static_cast<size_t>(budget_mib * 1048576.0);
+  eo.memory_budget_bytes = mib_to_bytes(budget_mib, "--memory-budget");
   m->engine =
       std::make_unique<pic::Engine>(s.net, s.fingerprint, eo, m->store ? &*m->store : nullptr);
   m->run.name = name;
@@ -124,6 +125,8 @@ std::vector<TtftResult> run_ttft_sweep(const TtftOptions& options,
           a.queries > 0 && a.question_tokens > 0,
       "--segments, --segment-tokens (> 1), --queries and --question-tokens must be positive");
   HYPIC_REQUIRE(a.corpus >= a.segments, "--corpus must hold at least --segments documents");
+  HYPIC_REQUIRE(a.zipf >= 0 && a.zipf < 1e6, "--zipf must be a finite number >= 0");
+  mib_to_bytes(a.memory_budget_mib, "--memory-budget");
   std::vector<pic::Mode> modes;
   for (const std::string& m : a.modes) modes.push_back(pic::parse_mode(m));
   store::parse_dtype(a.dtype);  // before the long steps: a wrong --dtype fails at once

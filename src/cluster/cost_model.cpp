@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::cluster {
@@ -185,12 +186,12 @@ void CostModel::save(const std::string& path) const {
 }
 
 CostModel CostModel::load(const std::string& path) {
-  std::ifstream in(path);
-  HYPIC_REQUIRE(in.good(),
+  HYPIC_REQUIRE(std::ifstream(path).good(),
                 "cannot read cost model " + path + ": run `hypic warmup` to measure one");
+  const std::string text = read_regular_file(path, "cost model");
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error("cost model " + path + " is not valid JSON: " + e.what());
   }

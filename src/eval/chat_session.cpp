@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/files.hpp"
+#include "common/units.hpp"
 #include "hypic/error.hpp"
 #include "store/open.hpp"
 #include "store/segment_store.hpp"
@@ -75,6 +77,7 @@ class ChatSession::Impl {
         model_(model),
         fingerprint_(std::move(fingerprint)),
         tok_(tok) {
+    mib_to_bytes(a_.memory_budget_mib, "--memory-budget");  // checked before the first question
     mode_ = pic::parse_mode(a_.mode);
     junction_ = pic::JunctionSpec::parse(a_.junction);
     if (!a_.store.empty()) {  // the user's store serves its own junction
@@ -87,10 +90,7 @@ class ChatSession::Impl {
   ~Impl() {
     engines_.clear();
     for (auto& [code, st] : stores_) st.close();
-    if (!temp_dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(temp_dir_, ec);
-    }
+    temp_dir_.reset();  // after the stores are closed: removes the session stores
   }
 
   // Where the engines of entry modes get cold segments (null: computed in place). Set before
@@ -166,11 +166,9 @@ class ChatSession::Impl {
   }
 
   void add_file(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    HYPIC_REQUIRE(f.good(), "cannot read " + p.string());
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    add_doc(unique_id(p.stem().string()), ss.str(), p.string());
+    // A regular file only (a FIFO or /dev/zero would block or never end), read to its end.
+    const std::string text = read_regular_file(p.string(), "add");
+    add_doc(unique_id(p.stem().string()), text, p.string());
   }
 
   void add_text(const std::string& text) {
@@ -230,20 +228,25 @@ class ChatSession::Impl {
     auto it = stores_.find(code);
     if (it != stores_.end()) return &it->second;
     // Another junction than the user's store (or no store given): a session store.
-    if (temp_dir_.empty()) {
-      temp_dir_ = fs::temp_directory_path() / ("hypic_chat_" + std::to_string(getpid()));
-      fs::create_directories(temp_dir_);
-    }
-    const std::string path = (temp_dir_ / ("store-" + std::to_string(code) + ".h5")).string();
+    // In a folder only this user can enter, made with a name nobody can predict; the file is
+    // created empty first (O_EXCL | O_NOFOLLOW), and an empty file is made a new store.
+    if (!temp_dir_) temp_dir_.emplace("hypic_chat");
+    const std::string path = temp_dir_->create_file("store-" + std::to_string(code) + ".h5");
     if (user_store_code_)
       std::fprintf(stderr, "chat: %s holds junction %s; junction %s uses a session store\n",
                    a_.store.c_str(),
                    pic::JunctionSpec::from_store_code(*user_store_code_).to_string().c_str(),
                    pic::JunctionSpec::from_store_code(code).to_string().c_str());
-    return &stores_
-                .emplace(code, store::open_for_writing(path, fingerprint_, code,
-                                                       store::parse_dtype(a_.dtype)))
-                .first->second;
+    try {
+      return &stores_
+                  .emplace(code, store::open_for_writing(path, fingerprint_, code,
+                                                         store::parse_dtype(a_.dtype)))
+                  .first->second;
+    } catch (...) {
+      std::error_code ec;
+      fs::remove(path, ec);  // so that a later question can make it again
+      throw;
+    }
   }
 
   pic::Engine& engine() {
@@ -253,7 +256,7 @@ class ChatSession::Impl {
     pic::EngineOptions eo;
     eo.mode = mode_;
     eo.junction = junction_;
-    eo.memory_budget_bytes = static_cast<size_t>(a_.memory_budget_mib * 1048576.0);
+    eo.memory_budget_bytes = mib_to_bytes(a_.memory_budget_mib, "--memory-budget");
     store::SegmentStore* st =
         pic::uses_entries(mode_) ? store_for(junction_.store_code()) : nullptr;
     auto e = std::make_unique<pic::Engine>(model_, fingerprint_, eo, st);
@@ -299,11 +302,11 @@ class ChatSession::Impl {
   pic::Mode mode_ = pic::Mode::Pic;
   pic::JunctionSpec junction_;
   std::vector<Doc> docs_;
+  std::optional<PrivateTempDir> temp_dir_;  // the session stores' folder, made on first use
   std::map<int, store::SegmentStore> stores_;
   std::optional<int> user_store_code_;
   std::map<std::string, std::unique_ptr<pic::Engine>> engines_;
   pic::ColdSource* cold_ = nullptr;
-  fs::path temp_dir_;
   int texts_ = 0, questions_ = 0;
 };
 

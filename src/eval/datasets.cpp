@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::eval {
@@ -219,11 +220,7 @@ Example hotpot_example(const json& obj) {
 }
 
 std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(path, "dataset file");
 }
 
 }  // namespace
@@ -286,6 +283,7 @@ std::vector<std::string> split_context(std::string_view context, SplitRule rule,
 
 ReadResult read_longbench_jsonl(const std::string& path, const std::string& dataset, SplitRule rule,
                                 const ReadOptions& options) {
+  require_regular_file(path, "dataset file");
   std::ifstream in(path, std::ios::binary);
   HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
   ReadResult result;
@@ -313,6 +311,8 @@ ReadResult read_longbench_jsonl(const std::string& path, const std::string& data
                   "; fix the line or read with malformed lines skipped");
     result.skipped.push_back({line_no, reason});
   }
+  if (!options.limit || result.examples.size() < options.limit)
+    require_read_to_end(in, path);  // a read error is not the end of the dataset
   return result;
 }
 
@@ -343,6 +343,7 @@ ReadResult read_hotpotqa_json(const std::string& path, const ReadOptions& option
 
 ReadResult read_dataset(const std::string& path, const std::string& dataset, SplitRule rule,
                         const ReadOptions& options) {
+  require_regular_file(path, "dataset file");  // a folder or FIFO is no dataset
   std::ifstream in(path, std::ios::binary);
   HYPIC_REQUIRE(in.good(), "cannot open dataset file " + path);
   char c = 0;

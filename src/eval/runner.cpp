@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "eval/metrics.hpp"
 #include "hypic/error.hpp"
 #include "model/config.hpp"
@@ -63,7 +65,9 @@ std::string metric_label(const std::string& metric) {
 }
 
 FullReference read_full_reference(const std::string& run_dir, const std::string& dataset) {
+  require_plain_name(dataset, "dataset");
   const std::string preds = run_dir + "/full/" + dataset + ".jsonl";
+  if (std::filesystem::exists(preds)) require_regular_file(preds, "reference");
   std::ifstream in(preds);
   HYPIC_REQUIRE(in.good(), "reference " + preds +
                                " cannot be read (a `hypic eval` run folder with the full mode)");
@@ -83,6 +87,7 @@ FullReference read_full_reference(const std::string& run_dir, const std::string&
       throw Error(preds + ":" + std::to_string(n) + ": not a prediction line (" + e.what() + ")");
     }
   }
+  require_read_to_end(in, preds);
   HYPIC_REQUIRE(!order.empty(), "reference " + preds + " has no predictions");
   const std::string logits = run_dir + "/full/first_token_logits.f32";
   std::ifstream lf(logits, std::ios::binary | std::ios::ate);

@@ -1,9 +1,11 @@
 #include "eval/templates.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::eval {
@@ -79,12 +81,10 @@ TemplateSet TemplateSet::parse(const std::string& json_text, const std::string& 
 }
 
 TemplateSet TemplateSet::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYPIC_REQUIRE(in.good(), "cannot open prompt templates " + path +
-                               " (run from the hypic folder or pass the templates file)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  HYPIC_REQUIRE(std::filesystem::exists(path),
+                "cannot open prompt templates " + path +
+                    " (run from the hypic folder or pass the templates file)");
+  return parse(read_regular_file(path, "prompt templates"), path);
 }
 
 bool TemplateSet::has(const std::string& dataset) const {

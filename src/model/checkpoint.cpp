@@ -15,6 +15,7 @@
 
 #include <sys/resource.h>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::model {
@@ -475,10 +476,9 @@ const char* torch_dtype_name(DType d) {
 }
 
 json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  HYPIC_REQUIRE(in.good(), p.string() + ": cannot open");
+  const std::string text = read_regular_file(p.string(), "model file");  // read errors too
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const std::exception& e) {
     throw Error(p.string() + ": invalid JSON: " + e.what());
   }

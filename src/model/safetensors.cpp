@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 
 #if !defined(_WIN32)
@@ -429,10 +430,9 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
   index_path_ = index.string();
   json j;
   {
-    std::ifstream in(index);
-    HYPIC_REQUIRE(in.good(), index_path_ + ": cannot open");
+    const std::string text = read_regular_file(index_path_, "checkpoint index");
     try {
-      j = json::parse(in);
+      j = json::parse(text);
     } catch (const std::exception& e) {
       throw Error(index_path_ + ": invalid JSON: " + e.what());
     }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/files.hpp"
 #include "hypic/error.hpp"
 #include "model/unicode.hpp"
 
@@ -239,6 +240,16 @@ std::string get_string(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// "a list", "a string", ... for a message naming a field's unexpected form.
+std::string json_kind(const json& v) {
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_null()) return "null";
+  return "a number";
+}
+
 // Bytes a stored token decodes to under the ByteLevel decoder: every character mapped back
 // to its byte, or the token's own UTF-8 when some character is outside the byte table.
 std::string decoded_bytes(const std::string& token,
@@ -364,6 +375,9 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       max_id = std::max(max_id, checked);
     }
     std::vector<AddedToken> added;
+    HYPIC_REQUIRE(!j.contains("added_tokens") || j.at("added_tokens").is_array(),
+                  origin + ": added_tokens must be a list of {\"id\", \"content\", ...}, not " +
+                      json_kind(j.at("added_tokens")));
     for (const auto& a : j.value("added_tokens", json::array())) {
       AddedToken at;
       at.content = a.at("content").get<std::string>();
@@ -439,11 +453,7 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYPIC_REQUIRE(in.good(), "cannot open tokenizer file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return from_json(ss.str(), path);
+  return from_json(read_regular_file(path, "tokenizer file"), path);
 }
 
 namespace {
@@ -472,13 +482,19 @@ bool decode_base64(std::string_view s, std::string& out) {
       out += static_cast<char>((acc >> bits) & 0xFF);
     }
   }
+  const size_t data = i;
   for (; i < s.size(); ++i)
     if (s[i] != '=') return false;
-  return true;
+  // As Python's base64.b64decode (tiktoken's loader): a non-empty token, padded to a multiple
+  // of 4 characters with at most two '='; one character past a multiple of 4 ("Q") is no
+  // whole byte.
+  const size_t padding = s.size() - data;
+  return data > 0 && data % 4 != 1 && padding <= 2 && s.size() % 4 == 0;
 }
 }  // namespace
 
 Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::string& config_path) {
+  require_regular_file(model_path, "tokenizer file");
   std::ifstream in(model_path, std::ios::binary);
   HYPIC_REQUIRE(in.good(), "cannot open tokenizer file " + model_path);
   auto impl = std::make_shared<Impl>();
@@ -495,7 +511,7 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::str
     const std::string where = model_path + ":" + std::to_string(line_no);
     HYPIC_REQUIRE(
         sp != std::string::npos && decode_base64(std::string_view(line).substr(0, sp), bytes),
-        where + ": expected '<base64 token> <rank>'");
+        where + ": expected '<base64 token> <rank>' (the token must be valid padded base64)");
     int64_t rank = -1;
     try {
       size_t used = 0;
@@ -511,6 +527,7 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::str
                   where + ": the token appears twice");
     t.id_bytes.push_back(bytes);
   }
+  require_read_to_end(in, model_path);  // a read error is not the end of the vocabulary
   const int32_t n = static_cast<int32_t>(t.id_bytes.size());
   HYPIC_REQUIRE(n > 0, model_path + ": no tokens");
   t.byte_id.fill(-1);
@@ -533,15 +550,23 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::str
   // Special tokens: ids n .. n+257, named by tokenizer_config.json where it names them.
   std::unordered_map<int32_t, std::string> names;
   if (!config_path.empty()) {
-    std::ifstream cin(config_path, std::ios::binary);
-    HYPIC_REQUIRE(cin.good(), "cannot open tokenizer config " + config_path);
+    const std::string text = read_regular_file(config_path, "tokenizer config");
     json cfg;
     try {
-      cfg = json::parse(cin);
+      cfg = json::parse(text);
     } catch (const std::exception& e) {
       throw Error(config_path + ": invalid JSON: " + e.what());
     }
-    if (cfg.contains("added_tokens_decoder") && cfg.at("added_tokens_decoder").is_object())
+    HYPIC_REQUIRE(cfg.is_object(), config_path + ": must be a JSON object");
+    // Its special tokens' names: an object {"<id>": {"content": ...}}; any other form (a
+    // list, a string) would leave them unnamed, and "[BOS]" would be encoded as text.
+    HYPIC_REQUIRE(
+        !cfg.contains("added_tokens_decoder") || cfg.at("added_tokens_decoder").is_object(),
+        config_path +
+            ": added_tokens_decoder must be an object {\"<id>\": {\"content\": "
+            "...}}, not " +
+            json_kind(cfg.at("added_tokens_decoder")));
+    if (cfg.contains("added_tokens_decoder"))
       for (const auto& [key, value] : cfg.at("added_tokens_decoder").items()) {
         int32_t id = -1;
         try {

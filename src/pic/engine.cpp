@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -266,10 +267,19 @@ std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
   if (store_ != nullptr) {
     round_to_dtype(computed, store_->dtype(), &model_.backend());
     if (store_->writable()) {
-      if (computed.resident())  // the store keeps host arrays: one download, for it only
-        store_->put(key, store_view(download_entry(computed)));
-      else
-        store_->put(key, store_view(computed));  // from its own buffers
+      try {
+        if (computed.resident())  // the store keeps host arrays: one download, for it only
+          store_->put(key, store_view(download_entry(computed)));
+        else
+          store_->put(key, store_view(computed));  // from its own buffers
+      } catch (const Error& e) {
+        if (!options_.answer_when_store_is_full || store_->space_problem().empty()) throw;
+        std::fprintf(stderr,
+                     "hypic: warning: %s; answering on without caching new entries (the "
+                     "store keeps its committed ones)\n",
+                     e.what());
+        store_->reopen_for_reading();  // said once: the store is no longer writable
+      }
     }
   }
   return keep_in_memory(key, std::move(computed));

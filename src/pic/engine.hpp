@@ -35,6 +35,10 @@ struct EngineOptions {
   // pic modes: QueryResult::state_shares, ‖T·S_in‖/‖S‖ per linear layer at every splice
   // (compose.hpp); the measuring time is reported apart (PhaseTimes::state_measure).
   bool measure_state_contribution = false;
+  // A store write that fails for lack of space (a full disk, `ulimit -f`): false, the query
+  // fails; true (serve), one warning line, the store is reopened for reading (its committed
+  // entries intact and still served) and the answers go on without caching new entries.
+  bool answer_when_store_is_full = false;
 };
 
 struct Query {

@@ -6,7 +6,7 @@ namespace hypic::store {
 
 SegmentStore open_for_writing(const std::string& path, const std::string& fingerprint,
                               int junction_code, DType dtype, bool sync_to_disk) {
-  if (!std::filesystem::exists(path)) {
+  if (is_new_store_path(path)) {  // absent, or an empty file (made new)
     StoreOptions o;
     o.model_fingerprint = fingerprint;
     o.junction = junction_code;

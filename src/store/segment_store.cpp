@@ -21,9 +21,11 @@
 #include <utility>
 
 #include "common/copy_stats.hpp"
+#include "common/files.hpp"
 #include "store/checksum.hpp"
 #include "store/entry_record.hpp"
 #include "store/hdf5.hpp"
+#include "store/open.hpp"
 
 namespace hypic::store {
 namespace {
@@ -730,6 +732,14 @@ struct SegmentStore::Impl {
 
 // ---- construction ----
 
+bool is_new_store_path(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return true;
+  require_regular_file(path, "segment store");  // a folder, FIFO or device is no store
+  return std::filesystem::file_size(path) == 0;
+}
+
 SegmentStore::SegmentStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SegmentStore::SegmentStore(SegmentStore&&) noexcept = default;
 SegmentStore& SegmentStore::operator=(SegmentStore&&) noexcept = default;
@@ -799,6 +809,13 @@ SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& o
 std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& path,
                                                             OpenMode mode) {
   HYPIC_REQUIRE(std::filesystem::exists(path), "segment store '" + path + "' does not exist");
+  // Checked before anything opens it: opening a FIFO blocks until a writer comes, and HDF5
+  // opening an empty file for writing leaves a stub behind that is then no store.
+  require_regular_file(path, "segment store");
+  HYPIC_REQUIRE(std::filesystem::file_size(path) > 0,
+                "segment store '" + path +
+                    "' is an empty file (0 bytes), not a segment store; warmup or serve makes "
+                    "a new store there");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->mode = mode;
@@ -868,7 +885,7 @@ SegmentStore SegmentStore::open(const std::string& path, const std::string& mode
 }
 
 SegmentStore SegmentStore::open_or_create(const std::string& path, const StoreOptions& options) {
-  if (!std::filesystem::exists(path)) return create(path, options);
+  if (is_new_store_path(path)) return create(path, options);
   SegmentStore store = open(path, options.model_fingerprint, options.junction, OpenMode::kWrite);
   HYPIC_REQUIRE(store.dtype() == options.dtype,
                 "segment store '" + path + "' stores " + dtype_name(store.dtype()) +
@@ -1062,6 +1079,12 @@ void SegmentStore::close() {
   impl_->commit = h5::Dataset();
   if (impl_->file.valid()) impl_->file.close();
   impl_->lock.release();
+}
+
+void SegmentStore::reopen_for_reading() {
+  const std::string path = impl_->path;
+  impl_.reset();  // every HDF5 object and the file closed, the writer lock released
+  impl_ = open_impl(path, OpenMode::kRead);
 }
 
 MergeReport merge_stores(SegmentStore& destination, const std::vector<std::string>& sources) {

@@ -146,6 +146,9 @@ class SegmentStore {
 
   // Closes now, reporting errors (the destructor closes silently).
   void close();
+  // Closes the store (releasing the writer lock) and opens it again for reading only: after
+  // a put() that failed, its committed entries stay readable; writable() is then false.
+  void reopen_for_reading();
 
  private:
   struct Impl;

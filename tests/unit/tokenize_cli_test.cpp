@@ -87,7 +87,7 @@ TEST_F(TokenizeCli, NeedsExactlyOneInput) {
   EXPECT_EQ(std::count(both.err.begin(), both.err.end(), '\n'), 1) << both.err;
   cli_test::expect_one_line_error(
       hypic("tokenize --model " + kTok + " --file " + (dir_ / "missing.txt").string()),
-      "cannot open --file");
+      "--file " + (dir_ / "missing.txt").string() + ": cannot open");
 }
 
 }  // namespace

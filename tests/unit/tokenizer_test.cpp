@@ -217,7 +217,45 @@ TEST(Tokenizer, KimiTiktokenRefusesMalformedFiles) {
   refused(model.substr(model.find('\n') + 1), "out of order");
   refused("QQ== 0\nQg== x\n", "not an integer");
   refused("QQ== 0\n", "byte 0 has no rank");
+  // As tiktoken's loader (Python's base64.b64decode): one character past a multiple of 4 is
+  // no whole byte, unpadded and empty tokens are invalid base64.
+  refused("Q 0\n", "the token must be valid padded base64");
+  refused("QQ 0\n", "the token must be valid padded base64");
+  refused(" 0\n", "the token must be valid padded base64");
+  refused("QQ=== 0\n", "the token must be valid padded base64");
   fs::remove_all(dir);
+}
+
+TEST(Tokenizer, UnexpectedFormsOfAddedTokenFieldsAreRefusedByName) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hypic_added_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiktoken.model", std::ios::binary)
+      << read_file(kDir + "/kimi/tiktoken.model");
+  // Kimi's tokenizer_config.json names its special tokens in an object; a list would leave
+  // them unnamed ("[BOS]" then encoded as text).
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"added_tokens_decoder": [{"content": "[BOS]"}]})";
+  try {
+    Tokenizer::for_model(dir.string());
+    ADD_FAILURE() << "a list accepted";
+  } catch (const hypic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("added_tokens_decoder must be an object"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a list"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+  // tokenizer.json's added_tokens must be a list.
+  json j = json::parse(read_file(kDir + "/tokenizer.json"));
+  j["added_tokens"] = {{"[BOS]", {{"id", 0}, {"content", "[BOS]"}}}};
+  try {
+    Tokenizer::from_json(j.dump(), "x.json");
+    ADD_FAILURE() << "an object accepted";
+  } catch (const hypic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: added_tokens must be a list"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Tokenizer, NfcMatchesPythonOnCanonicalEquivalents) {
