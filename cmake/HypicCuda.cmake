@@ -19,6 +19,9 @@ if(HYPIC_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures (90 = Hopper)")
   endif()
+  # One CUDA runtime in the link: the shared libcudart that CUDA::cudart, cuBLAS and NCCL use
+  # (CMake's default for CUDA targets, Static, added -lcudart_static beside libcudart.so).
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   find_library(HYPIC_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64

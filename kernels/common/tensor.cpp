@@ -49,7 +49,10 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device, const All
   if (allocator == nullptr || allocator->device() != device)
     throw Error(std::string("a ") + device_name(device) + " tensor needs that device's allocator");
   alloc_ = allocator;
-  if (bytes() > 0) dev_ = alloc_->allocate(bytes());
+  if (bytes() > 0) {
+    dev_ = alloc_->allocate(bytes());
+    dev_bytes_ = bytes();
+  }
 }
 
 Tensor Tensor::from_vector(std::vector<int64_t> shape, std::vector<float> values) {
@@ -72,8 +75,9 @@ Tensor::Tensor(const Tensor& other)
       f32_(other.f32_),
       raw_(other.raw_),
       alloc_(other.alloc_) {
-  if (other.dev_ != nullptr) {
+  if (other.dev_ != nullptr && bytes() > 0) {  // a tight copy (a snapshot), no room to append
     dev_ = alloc_->allocate(bytes());
+    dev_bytes_ = bytes();
     alloc_->copy_within(dev_, other.dev_, bytes());
   }
 }
@@ -94,6 +98,7 @@ Tensor::Tensor(Tensor&& other) noexcept
       f32_(std::move(other.f32_)),
       raw_(std::move(other.raw_)),
       dev_(std::exchange(other.dev_, nullptr)),
+      dev_bytes_(std::exchange(other.dev_bytes_, 0)),
       alloc_(other.alloc_) {
   other.shape_.clear();
 }
@@ -109,6 +114,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     f32_ = std::move(other.f32_);
     raw_ = std::move(other.raw_);
     dev_ = std::exchange(other.dev_, nullptr);
+    dev_bytes_ = std::exchange(other.dev_bytes_, 0);
     alloc_ = other.alloc_;
   }
   return *this;
@@ -121,6 +127,7 @@ Tensor::~Tensor() {
 void Tensor::release() noexcept {
   if (dev_ != nullptr) alloc_->deallocate(dev_);
   dev_ = nullptr;
+  dev_bytes_ = 0;
 }
 
 void Tensor::wrong_kind(const char* what) const {
@@ -183,7 +190,29 @@ const void* Tensor::raw() const {
   return dtype_ == DType::F32 ? static_cast<const void*>(f32_.data()) : raw_.data();
 }
 
+void Tensor::grow_device(size_t needed_bytes) {
+  if (needed_bytes <= dev_bytes_) return;
+  void* grown = alloc_->allocate(needed_bytes);
+  if (bytes() > 0) alloc_->copy_within(grown, dev_, bytes());
+  if (dev_ != nullptr) alloc_->deallocate(dev_);
+  dev_ = grown;
+  dev_bytes_ = needed_bytes;
+}
+
 void Tensor::append_rows(const float* rows, int64_t n_rows) {
+  if (device_ != Device::Host && dtype_ == DType::F32) {
+    if (rank() < 1) throw Error("Tensor::append_rows needs a tensor of rank 1 or more");
+    if (n_rows <= 0) return;
+    size_t row_floats = 1;
+    for (size_t i = 1; i < shape_.size(); ++i) row_floats *= static_cast<size_t>(shape_[i]);
+    const size_t add = static_cast<size_t>(n_rows) * row_floats * sizeof(float);
+    const size_t old_bytes = bytes();
+    if (old_bytes + add > dev_bytes_) grow_device(std::max(old_bytes + add, dev_bytes_ * 3 / 2));
+    if (add > 0) alloc_->copy_within(static_cast<char*>(dev_) + old_bytes, rows, add);
+    shape_[0] += n_rows;
+    n_ = count(shape_);
+    return;
+  }
   check_host_f32("append_rows");
   if (rank() < 1) throw Error("Tensor::append_rows needs a tensor of rank 1 or more");
   size_t row_floats = 1;
@@ -194,6 +223,13 @@ void Tensor::append_rows(const float* rows, int64_t n_rows) {
 }
 
 void Tensor::reserve_rows(int64_t total_rows) {
+  if (device_ != Device::Host && dtype_ == DType::F32) {
+    if (rank() < 1) throw Error("Tensor::reserve_rows needs a tensor of rank 1 or more");
+    size_t row_floats = 1;
+    for (size_t i = 1; i < shape_.size(); ++i) row_floats *= static_cast<size_t>(shape_[i]);
+    grow_device(static_cast<size_t>(std::max<int64_t>(total_rows, 0)) * row_floats * sizeof(float));
+    return;
+  }
   check_host_f32("reserve_rows");
   if (rank() < 1) throw Error("Tensor::reserve_rows needs a tensor of rank 1 or more");
   size_t row_floats = 1;

@@ -5,7 +5,9 @@
 // 32k-token segment costs nothing beyond its K/V cache. Plain f32 FMA loops, no tensor cores.
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
+#include "hypic/kernels/attention_checks.hpp"
 #include "ops.cuh"
 #include "util.cuh"
 
@@ -113,6 +115,14 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   if (d.T == 0) return;
   if (d.n_kv < d.T || d.Hkv <= 0 || d.H % d.Hkv != 0)
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
+  if (d.positions != nullptr) {
+    // The host's check on a host copy (T ints; the copy waits for the compute queued so far,
+    // which wrote them): a kernel reading positions[t] past n_kv would read keys out of range.
+    std::vector<int> host(static_cast<size_t>(d.T));
+    check(cudaMemcpy(host.data(), d.positions, host.size() * sizeof(int), cudaMemcpyDeviceToHost),
+          "cudaMemcpy D2H (attention_causal positions)");
+    check_query_positions(host.data(), d.T, d.n_kv);
+  }
   const size_t bytes = shared_bytes(d.hd);
   check(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(bytes)),

@@ -1,8 +1,21 @@
 // The CUDA backend: device memory through the CUDA runtime, products through cuBLAS, every
-// other op a hand-written kernel (kernels/cuda/<group>.cu, declared in ops.cuh). All work is
-// queued on the legacy default stream, so ops run in call order; copies to the host wait for
-// it. Every op is checked against the host references by the op harness
-// (tests/unit/backend_ops_test.cpp) whenever a GPU is visible.
+// other op a hand-written kernel (kernels/cuda/<group>.cu, declared in ops.cuh). Every op is
+// checked against the host references by the op harness (tests/unit/backend_ops_test.cpp)
+// whenever a GPU is visible.
+//
+// Streams (docs/architecture.md, "Streams and events"): ops, device memory and copies to the
+// host run on the compute stream, the legacy default stream, in call order. Uploads of
+// segment entries run on a non-blocking upload stream and the NCCL link on a non-blocking
+// stream of its own (nccl_link.cu); only events order them against the compute stream.
+// synchronize() waits for the compute stream only, and memory comes from the device's
+// stream-ordered pool (cudaMallocAsync / cudaFreeAsync on the compute stream), so neither a
+// free nor a sync waits for an upload or a transfer in flight. The cross-stream hazards that a
+// device-wide sync used to hide are ordered explicitly:
+//  - an upload into a block waits for the compute stream to pass the block's allocation (the
+//    pool may hand out memory that kernels queued earlier still read);
+//  - a free waits (on the compute stream) for the uploads still writing into that block;
+//  - ops read an upload's destination after upload_fence(ticket) (the callers' contract);
+//  - the NCCL stream waits for the compute queued before a send or receive (nccl_link.cu).
 //
 // Why hand-written CUDA and not one Kokkos body for host and device: the Kokkos hypic builds
 // against by default is Debian's 3.4.1 with the Serial backend only (no CUDA memory or
@@ -12,26 +25,67 @@
 // Kokkos 3.4 and 4.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
 #include "check.cuh"
 #include "hypic/kernels/backend.hpp"
+#include "hypic/kernels/device_book.hpp"
 #include "ops.cuh"
 
 namespace hypic::kernels {
 namespace {
 
+const cudaStream_t kCompute = cudaStreamLegacy;  // the compute stream
+
 class CudaBackend final : public Backend {
  public:
+  CudaBackend() {
+    try {
+      cuda::sync_debug() = device_book::sync_debug_setting(std::getenv("HYPIC_CUDA_SYNC_DEBUG"));
+    } catch (const std::invalid_argument& e) {
+      throw Error(e.what());
+    }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0)
+      cuda::keep_pool_mapped();  // the current device's; cuda::set_device does it for others
+    else
+      cudaGetLastError();  // no device: every call below reports it under its own name
+  }
   const char* name() const override { return "cuda"; }
   Device device() const override { return Device::Cuda; }
   bool supports(Op op) const override { return op != Op::kCount; }
-  void synchronize() const override { cuda::check(cudaDeviceSynchronize(), "synchronize"); }
+  // The compute stream only: uploads and NCCL transfers in flight keep running.
+  void synchronize() const override {
+    cuda::check(cudaStreamSynchronize(kCompute), "synchronize (compute stream)");
+  }
 
+  // Stream-ordered on the compute stream: the block is valid for every op queued after this
+  // call; an event marks the allocation for the upload stream (upload_async).
   void* allocate(size_t bytes) const override {
     void* p = nullptr;
-    cuda::check(cudaMalloc(&p, bytes), "cudaMalloc");
+    cuda::check(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, kCompute), "cudaMallocAsync");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (allocated_ == nullptr)  // on the device of the first allocation, as the pool is
+      cuda::check(cudaEventCreateWithFlags(&allocated_, cudaEventDisableTiming),
+                  "cudaEventCreate (allocations)");
+    cuda::check(cudaEventRecord(allocated_, kCompute), "cudaEventRecord (allocation)");
+    book_.allocated(p, bytes);
     return p;
   }
-  void deallocate(void* ptr) const noexcept override { cudaFree(ptr); }
+  // Freed once the ops queued so far (and the uploads still writing into the block) are done;
+  // returns at once.
+  void deallocate(void* ptr) const noexcept override {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t upload = book_.released(ptr);
+    if (upload != 0 && upload_stream_ != nullptr)
+      cudaStreamWaitEvent(kCompute, upload_events_[upload % kUploadEvents], 0);
+    cudaFreeAsync(ptr, kCompute);
+  }
+  // Waits for the compute queued so far (which wrote src).
   void copy_to_host(void* dst, const void* src, size_t bytes) const override {
     cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
   }
@@ -39,13 +93,16 @@ class CudaBackend final : public Backend {
     cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   }
   void copy_within(void* dst, const void* src, size_t bytes) const override {
-    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpy D2D");
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kCompute),
+                "cudaMemcpy D2D");
   }
 
   // Uploads run on their own non-blocking stream (no implicit ordering with the legacy
   // default stream the ops use), from page-locked staging memory, so the copy engine moves
   // an entry while kernels run. A ring of events marks the tickets; a fence on a ticket whose
   // event a later upload reused waits for that later one (same stream: later, never early).
+  // Each upload first waits for the compute stream to pass the newest allocation (so at least
+  // its destination's): the pool may reuse, for that block, memory freed by ops still queued.
   void* allocate_staging(size_t bytes) const override {
     void* p = nullptr;
     cuda::check(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault), "cudaHostAlloc");
@@ -59,16 +116,23 @@ class CudaBackend final : public Backend {
       for (cudaEvent_t& e : upload_events_)
         cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (allocated_ != nullptr)
+      cuda::check(cudaStreamWaitEvent(upload_stream_, allocated_, 0),
+                  "cudaStreamWaitEvent (upload after allocation)");
     cuda::check(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, upload_stream_),
                 "cudaMemcpyAsync H2D (upload)");
     const uint64_t ticket = ++uploads_;
     cuda::check(cudaEventRecord(upload_events_[ticket % kUploadEvents], upload_stream_),
                 "cudaEventRecord (upload)");
+    book_.uploaded(dst, bytes, ticket);
     return ticket;
   }
   void upload_fence(uint64_t ticket) const override {
     if (ticket == 0 || upload_stream_ == nullptr) return;
     cuda::check(cudaEventSynchronize(upload_events_[ticket % kUploadEvents]), "upload fence");
+    std::lock_guard<std::mutex> lock(mutex_);
+    book_.fenced(ticket);
   }
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
@@ -211,6 +275,9 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr uint64_t kUploadEvents = 16;
+  mutable std::mutex mutex_;                 // the bookkeeping below
+  mutable device_book::UploadBook book_;     // live blocks and the uploads into them
+  mutable cudaEvent_t allocated_ = nullptr;  // recorded after each allocation
   mutable cudaStream_t upload_stream_ = nullptr;
   mutable cudaEvent_t upload_events_[kUploadEvents] = {};
   mutable uint64_t uploads_ = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "check.cuh"
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
+#include "ops.cuh"
 
 namespace hypic::kernels {
 
@@ -37,6 +39,21 @@ namespace cuda {
 
 void set_device(int index) {
   check(cudaSetDevice(index), "cudaSetDevice");
+  keep_pool_mapped();
+}
+
+std::string sticky_fault() {
+  return first_sticky_fault();
+}
+
+void keep_pool_mapped() {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaMemPool_t pool = nullptr;
+  check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
+  uint64_t threshold = UINT64_MAX;  // never unmap at a sync; memory goes back at exit
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+        "cudaMemPoolSetAttribute (release threshold)");
 }
 
 std::string device_uuid(int index) {

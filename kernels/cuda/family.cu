@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "hypic/kernels/device_book.hpp"
 #include "ops.cuh"
 #include "util.cuh"
 
@@ -27,10 +28,11 @@ __device__ float fexp(float x) {
 __device__ void block_mm(int m, int n, int k, float alpha, const float* A, int64_t ars, int64_t acs,
                          const float* B, int64_t brs, int64_t bcs, float beta, float* C,
                          int64_t ldc) {
-  for (int idx = threadIdx.x; idx < m * n; idx += blockDim.x) {
-    const int i = idx / n, j = idx % n;
+  const int64_t mn = int64_t(m) * n;
+  for (int64_t idx = threadIdx.x; idx < mn; idx += blockDim.x) {
+    const int64_t i = idx / n, j = idx % n;
     float acc = 0.0f;
-    for (int p = 0; p < k; ++p) acc += A[i * ars + p * acs] * B[p * brs + j * bcs];
+    for (int64_t p = 0; p < k; ++p) acc += A[i * ars + p * acs] * B[p * brs + j * bcs];
     float* c = C + i * ldc + j;
     *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
   }
@@ -44,20 +46,18 @@ struct FamilyArgs {
   const float *q, *k, *v, *g, *beta;
   float *state, *out, *trans;  // trans: natural structure per head, or null
   float *lr_d, *lr_x, *lr_y;   // low-rank export (single chunk), or null
-  float* scratch;              // per head: scratch_floats(L, dk, dv)
+  float* scratch;              // per head: scratch_per_head floats
+  int64_t scratch_per_head;    // device_book::family_scratch_floats(L, dk, dv)
 };
-
-__host__ __device__ inline int64_t scratch_floats(int L, int dk, int dv) {
-  return int64_t(L) * dk * 6 + dk + 3 * int64_t(L) * L + int64_t(L) * dv;
-}
 
 // W[t, j] = Σ_c a_tc b_jc e^{b_tc − b_jc} for j ≤ t (j < t when strict), zero elsewhere; a, b
 // rows of the chunk with leading dimension ld.
 __device__ void intra_weights(const FamilyArgs& A, int L, const float* a, const float* b,
                               int64_t ld, const float* bcum, bool strict, float* w) {
   const int dk = A.dk;
-  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
-    const int t = idx / L, j = idx % L;
+  const int64_t LL = int64_t(L) * L;
+  for (int64_t idx = threadIdx.x; idx < LL; idx += blockDim.x) {
+    const int64_t t = idx / L, j = idx % L;
     float acc = 0.0f;
     if (j < t || (!strict && j == t)) {
       const float* at = a + t * ld;
@@ -84,7 +84,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
   const int L_max = A.L;
   float* S = A.state + int64_t(h) * dk * dv;
 
-  float* p = A.scratch + scratch_floats(L_max, dk, dv) * h;
+  float* p = A.scratch + A.scratch_per_head * h;
   float* bcum = p;
   p += int64_t(L_max) * dk;
   float* el = p;
@@ -130,7 +130,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
     if (A.decay == 1) {
       if (threadIdx.x == 0) {
         float c = 0.0f;
-        for (int i = 0; i < L; ++i) bcum[i] = (c += A.g[int64_t(t0 + i) * A.Hv + h]);
+        for (int i = 0; i < L; ++i) bcum[i] = (c += A.g[(int64_t(t0) + i) * A.Hv + h]);
       }
       __syncthreads();
       for (int c = threadIdx.x; c < dk; c += blockDim.x) el[c] = fexp(bcum[L - 1]);
@@ -138,7 +138,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
       for (int c = threadIdx.x; c < dk; c += blockDim.x) {
         float acc = 0.0f;
         for (int i = 0; i < L; ++i)
-          bcum[i * dk + c] = (acc += A.g[(int64_t(t0 + i) * A.Hv + h) * dk + c]);
+          bcum[int64_t(i) * dk + c] = (acc += A.g[((int64_t(t0) + i) * A.Hv + h) * dk + c]);
         el[c] = fexp(acc);
       }
     } else {
@@ -147,8 +147,8 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
     __syncthreads();
 
     // 2. q_t e^{b_t}, k_t e^{b_t}, k_t e^{b_L − b_t} (every factor ≤ 1).
-    for (int idx = threadIdx.x; idx < L * dk; idx += blockDim.x) {
-      const int i = idx / dk, c = idx % dk;
+    for (int64_t idx = threadIdx.x; idx < int64_t(L) * dk; idx += blockDim.x) {
+      const int64_t i = idx / dk, c = idx % dk;
       const float qi = q[i * ldk + c], ki = k[i * ldk + c];
       float e = 1.0f, r = 1.0f;
       if (A.decay == 1) {
@@ -156,7 +156,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
         r = fexp(bcum[L - 1] - bcum[i]);
       } else if (A.decay == 2) {
         e = fexp(bcum[i * dk + c]);
-        r = fexp(bcum[(L - 1) * dk + c] - bcum[i * dk + c]);
+        r = fexp(bcum[int64_t(L - 1) * dk + c] - bcum[i * dk + c]);
       }
       qd[idx] = qi * e;
       kd[idx] = ki * e;
@@ -171,16 +171,17 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
       // Forward substitution, one row at a time: row t = e_t − β_t Σ_{j<t} kk[t, j] row j.
       for (int t = 0; t < L; ++t) {
         const float bt = beta[int64_t(t) * A.Hv];
+        const float* kk_t = kk + int64_t(t) * L;
         for (int i = threadIdx.x; i < L; i += blockDim.x) {
           float r = i == t ? 1.0f : 0.0f;
           if (i < t)
-            for (int j = i; j < t; ++j) r -= bt * kk[t * L + j] * minv[j * L + i];
-          minv[t * L + i] = r;
+            for (int j = i; j < t; ++j) r -= bt * kk_t[j] * minv[int64_t(j) * L + i];
+          minv[int64_t(t) * L + i] = r;
         }
         __syncthreads();
       }
-      for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
-        const int j = idx % L;
+      for (int64_t idx = threadIdx.x; idx < int64_t(L) * L; idx += blockDim.x) {
+        const int64_t j = idx % L;
         minv[idx] *= beta[int64_t(j) * A.Hv];
       }
       __syncthreads();
@@ -188,7 +189,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
       block_mm(L, dk, L, 1.0f, minv, L, 1, kd, dk, 1, 0.0f, wk, dk);
       block_mm(L, dv, dk, -1.0f, wk, dk, 1, S, dv, 1, 1.0f, u, dv);
     } else {
-      for (int idx = threadIdx.x; idx < L * dv; idx += blockDim.x)
+      for (int64_t idx = threadIdx.x; idx < int64_t(L) * dv; idx += blockDim.x)
         u[idx] = v[(idx / dv) * ldv + idx % dv];
       __syncthreads();
     }
@@ -205,7 +206,7 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
     //    dense T ← diag(e^{b_L}) T − K_tᵀ (W_k T); scalar / diagonal T ← e^{b_L} T.
     if (A.lr_d != nullptr) {
       for (int c = threadIdx.x; c < dk; c += blockDim.x) A.lr_d[int64_t(h) * dk + c] = el[c];
-      for (int idx = threadIdx.x; idx < L * dk; idx += blockDim.x) {
+      for (int64_t idx = threadIdx.x; idx < int64_t(L) * dk; idx += blockDim.x) {
         A.lr_x[int64_t(h) * T * dk + idx] = kt[idx];
         A.lr_y[int64_t(h) * T * dk + idx] = wk[idx];
       }
@@ -213,10 +214,10 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
     if (tr != nullptr) {
       if (A.delta) {
         block_mm(L, dk, dk, 1.0f, wk, dk, 1, tr, dk, 1, 0.0f, wt, dk);
-        for (int idx = threadIdx.x; idx < dk * dk; idx += blockDim.x) {
-          const int c = idx / dk, j = idx % dk;
+        for (int64_t idx = threadIdx.x; idx < int64_t(dk) * dk; idx += blockDim.x) {
+          const int64_t c = idx / dk, j = idx % dk;
           float acc = 0.0f;
-          for (int i = 0; i < L; ++i) acc += kt[i * dk + c] * wt[i * dk + j];
+          for (int64_t i = 0; i < L; ++i) acc += kt[i * dk + c] * wt[i * dk + j];
           tr[idx] = ftz(el[c] * tr[idx] - acc);
         }
       } else if (A.decay == 2) {
@@ -228,10 +229,10 @@ __global__ __launch_bounds__(kFamilyThreads) void family_chunked_kernel(FamilyAr
 
     // 6. S ← diag(e^{b_L}) S + K_tᵀ U (every read of S above is behind a barrier).
     __syncthreads();
-    for (int idx = threadIdx.x; idx < dk * dv; idx += blockDim.x) {
-      const int c = idx / dv, j = idx % dv;
+    for (int64_t idx = threadIdx.x; idx < int64_t(dk) * dv; idx += blockDim.x) {
+      const int64_t c = idx / dv, j = idx % dv;
       float acc = 0.0f;
-      for (int i = 0; i < L; ++i) acc += kt[i * dk + c] * u[i * dv + j];
+      for (int64_t i = 0; i < L; ++i) acc += kt[i * dk + c] * u[i * dv + j];
       S[idx] = (A.decay != 0 ? el[c] * S[idx] : S[idx]) + acc;
     }
     __syncthreads();
@@ -305,7 +306,8 @@ FamilyArgs make_args(const FamilySpec& s, const FamilyDims& d, const FamilyInput
 }
 
 void run_chunked(FamilyArgs a, const char* what) {
-  Scratch scratch(sizeof(float) * size_t(scratch_floats(a.L, a.dk, a.dv)) * a.Hv);
+  a.scratch_per_head = device_book::family_scratch_floats(a.L, a.dk, a.dv);
+  Scratch scratch(sizeof(float) * size_t(a.scratch_per_head) * size_t(a.Hv));
   a.scratch = scratch.as<float>();
   family_chunked_kernel<<<a.Hv, kFamilyThreads>>>(a);
   check_launch(what);

@@ -40,6 +40,7 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
   check(cublasSgemm(handle(), op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda, &beta, c,
                     ldc),
         "cublasSgemm");
+  check_launch("cublasSgemm");
 }
 
 void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
@@ -50,6 +51,7 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float
   check(cublasSgemmStridedBatched(handle(), op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb,
                                   stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch),
         "cublasSgemmStridedBatched");
+  check_launch("cublasSgemmStridedBatched");
 }
 
 // bf16 inputs, f32 output and accumulation (tensor cores on sm_80 and later).
@@ -60,6 +62,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
                      CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (bf16)");
+  check_launch("cublasGemmEx (bf16)");
 }
 
 // bf16 weights, f32 activations: the activations split exactly into three bf16 terms, then

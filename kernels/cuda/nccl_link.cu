@@ -3,14 +3,21 @@
 // per part, on a non-blocking stream of the link's own, so it does not wait for, nor hold up,
 // the ops the backend queues on the legacy default stream; an event recorded on that stream
 // first makes the transfer start after what the ops wrote. Not yet run on a GPU.
+//
+// Events: one reused event orders each transfer after the compute; each ticket has an event
+// from a recycling pool (device_book::TicketEvents) that goes back to the pool as soon as the
+// transfer is seen complete: by done(), or by the sweep at every new transfer. A receive's
+// ticket, which only compute_after() uses and nobody polls, so costs no event past its
+// transfer (it used to keep one until the link was destroyed).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstring>
-#include <map>
+#include <memory>
 #include <string>
 
 #include "check.cuh"
+#include "hypic/kernels/device_book.hpp"
 #include "hypic/kernels/device_link.hpp"
 
 namespace hypic::kernels {
@@ -29,9 +36,12 @@ class NcclLink final : public DeviceLink {
     check_nccl(ncclCommInitRank(&comm_, ranks, uid, rank), "ncclCommInitRank");
     cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                 "cudaStreamCreate (NCCL)");
+    cuda::check(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming),
+                "cudaEventCreate (NCCL after compute)");
   }
   ~NcclLink() override {
-    for (auto& [ticket, event] : events_) cudaEventDestroy(event);
+    events_.reset();
+    if (computed_ != nullptr) cudaEventDestroy(computed_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
@@ -58,20 +68,11 @@ class NcclLink final : public DeviceLink {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd (recv)");
     return record();
   }
-  bool done(uint64_t ticket) override {
-    const auto it = events_.find(ticket);
-    if (it == events_.end()) return true;  // completed and forgotten
-    const cudaError_t e = cudaEventQuery(it->second);
-    if (e == cudaErrorNotReady) return false;
-    cuda::check(e, "cudaEventQuery (NCCL transfer)");
-    cudaEventDestroy(it->second);
-    events_.erase(it);
-    return true;
-  }
+  bool done(uint64_t ticket) override { return events_->done(ticket); }
   void compute_after(uint64_t ticket) override {
-    const auto it = events_.find(ticket);
-    if (it == events_.end()) return;
-    cuda::check(cudaStreamWaitEvent(cudaStreamLegacy, it->second, 0), "cudaStreamWaitEvent");
+    const cudaEvent_t* e = events_->find(ticket);
+    if (e == nullptr) return;  // complete
+    cuda::check(cudaStreamWaitEvent(cudaStreamLegacy, *e, 0), "cudaStreamWaitEvent");
   }
   void finish_compute() override {
     cuda::check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (compute)");
@@ -79,25 +80,38 @@ class NcclLink final : public DeviceLink {
 
  private:
   // The link's stream waits for the compute queued so far on the legacy default stream.
+  // (The wait takes the event's state when queued, so one event serves every transfer.)
   void after_compute() {
-    cudaEvent_t e = nullptr;
-    cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    cuda::check(cudaEventRecord(e, cudaStreamLegacy), "cudaEventRecord (compute)");
-    cuda::check(cudaStreamWaitEvent(stream_, e, 0), "cudaStreamWaitEvent (NCCL)");
-    cudaEventDestroy(e);  // released once the wait has been satisfied
+    cuda::check(cudaEventRecord(computed_, cudaStreamLegacy), "cudaEventRecord (compute)");
+    cuda::check(cudaStreamWaitEvent(stream_, computed_, 0), "cudaStreamWaitEvent (NCCL)");
   }
   uint64_t record() {
-    cudaEvent_t e = nullptr;
-    cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    events_->reap();  // the events of the transfers completed since the last one
+    const auto [ticket, e] = events_->issue();
     cuda::check(cudaEventRecord(e, stream_), "cudaEventRecord (NCCL)");
-    events_.emplace(++tickets_, e);
-    return tickets_;
+    return ticket;
   }
+
+  struct EventOps {
+    cudaEvent_t create() {
+      cudaEvent_t e = nullptr;
+      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      return e;
+    }
+    bool ready(cudaEvent_t e) {
+      const cudaError_t r = cudaEventQuery(e);
+      if (r == cudaErrorNotReady) return false;
+      cuda::check(r, "cudaEventQuery (NCCL transfer)");
+      return true;
+    }
+    void destroy(cudaEvent_t e) noexcept { cudaEventDestroy(e); }
+  };
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::map<uint64_t, cudaEvent_t> events_;  // transfers not yet seen complete
-  uint64_t tickets_ = 0;
+  cudaEvent_t computed_ = nullptr;  // the compute stream's point a transfer waits for
+  std::unique_ptr<device_book::TicketEvents<EventOps>> events_ =
+      std::make_unique<device_book::TicketEvents<EventOps>>(EventOps{});
 };
 
 }  // namespace

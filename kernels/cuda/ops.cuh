@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA backend's kernels (device pointers throughout), behind cuda_backend(). Each takes
 // the arguments of the Backend op of the same name (backend.hpp documents the layouts) and
-// queues its work on the default stream.
+// queues its work on the compute stream (the legacy default stream).
 #include <cstdint>
 
 #include "hypic/kernels/attention.hpp"
@@ -12,6 +12,11 @@
 #include "hypic/tensor.hpp"
 
 namespace hypic::kernels::cuda {
+
+// --- device.cu ---
+// Sets the current device's stream-ordered pool to keep freed memory mapped
+// (cudaMemPoolAttrReleaseThreshold = UINT64_MAX): scratch is not unmapped at every sync.
+void keep_pool_mapped();
 
 // --- gemm.cu: cuBLAS (row-major through column-major: C = A·B is Cᵀ = Bᵀ·Aᵀ) ---
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

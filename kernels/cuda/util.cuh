@@ -1,11 +1,13 @@
 #pragma once
 // Small helpers shared by the CUDA kernels: launch checks, grid sizes, block reductions and
-// stream-ordered scratch memory. Everything runs on the legacy default stream (as cuBLAS's
-// handle does), so ops are ordered without explicit synchronisation.
+// stream-ordered scratch memory. Every op runs on the compute stream, the legacy default
+// stream (as cuBLAS's handle does), so ops are ordered without explicit synchronisation; the
+// upload and NCCL streams are non-blocking streams ordered against it by events only.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "check.cuh"
 
@@ -19,8 +21,18 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 2147483647 ? 2147483647 : b));
 }
 
+// After every kernel launch (and cuBLAS call): a launch that failed (bad configuration, too
+// much shared memory) is reported under the kernel's name; with HYPIC_CUDA_SYNC_DEBUG=1 the
+// compute stream is also synchronised, so a fault while the kernel runs names it too instead
+// of surfacing at a later copy.
 inline void check_launch(const char* what) {
-  check(cudaGetLastError(), what);
+  const cudaError_t launch = cudaGetLastError();
+  if (launch != cudaSuccess) fail(launch, std::string("launch of kernel ") + what);
+  if (sync_debug()) {
+    const cudaError_t run = cudaStreamSynchronize(cudaStreamLegacy);
+    if (run != cudaSuccess)
+      fail(run, std::string("kernel ") + what + " (synchronised by HYPIC_CUDA_SYNC_DEBUG=1)");
+  }
 }
 
 // Device scratch for one op, from the stream-ordered pool: freed in stream order when the

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fast_exp.hpp"
+#include "hypic/kernels/attention_checks.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "parallel.hpp"
 
@@ -99,10 +100,7 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   const int group = d.H / d.Hkv;
   const int past = d.n_kv - d.T;  // keys before the first query
   auto position = [&](int t) { return d.positions != nullptr ? d.positions[t] : past + t; };
-  if (d.positions != nullptr)
-    for (int t = 0; t < d.T; ++t)
-      if (position(t) >= d.n_kv || position(t) < (t > 0 ? position(t - 1) + 1 : 0))
-        throw std::invalid_argument("attention_causal: positions must ascend below n_kv");
+  if (d.positions != nullptr) check_query_positions(d.positions, d.T, d.n_kv);
   const int q_ld = d.H * d.hd;
   const int kv_ld = d.Hkv * d.hd;
   const int bq = query_block(d);

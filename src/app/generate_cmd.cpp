@@ -49,6 +49,8 @@ void add_generate_command(CLI::App& app) {
     const Tensor first = net.prefill(ids, cache, model::LogitsMode::Last);
     const auto t1 = Clock::now();
     std::vector<int32_t> out{model::argmax(first.data(), first.numel())};
+    for (model::LayerCache& lc : cache.layers)  // every step's K/V rows: appends in place
+      lc.reserve_kv(cache.n_tokens + args->max_new_tokens - 1);
     while (static_cast<int>(out.size()) < args->max_new_tokens) {
       const Tensor logits = net.decode_step(out.back(), cache);
       out.push_back(

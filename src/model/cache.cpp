@@ -4,49 +4,26 @@
 #include <vector>
 
 namespace hypic::model {
-namespace {
-// dst ← [src ; rows] in device memory (one new allocation, two copies within the device).
-void append_device(Tensor& t, const float* rows, int64_t n, const Allocator& device) {
-  std::vector<int64_t> shape = t.shape();
-  const size_t old_bytes = t.bytes();
-  shape[0] += n;
-  Tensor grown(shape, DType::F32, t.device(), &device);
-  if (old_bytes > 0) device.copy_within(grown.raw(), t.raw(), old_bytes);
-  if (n > 0)
-    device.copy_within(static_cast<char*>(grown.raw()) + old_bytes, rows,
-                       grown.bytes() - old_bytes);
-  t = std::move(grown);
-}
-}  // namespace
-
 void LayerCache::append_kv(const float* k_rows, const float* v_rows, int64_t T,
                            const Allocator* device) {
   HYPIC_REQUIRE(!is_linear_kind(kind), "append_kv on a linear-attention layer cache");
   if (kind == LayerKind::Mla) {  // latent rows only: they are the keys and the values
     HYPIC_REQUIRE(k.rank() == 3 && v_rows == nullptr, "MLA cache rows must be [n, 1, r + rope]");
-    if (k.device() == Device::Host) {
-      k.append_rows(k_rows, T);
-      return;
-    }
-    HYPIC_REQUIRE(device != nullptr && device->device() == k.device(),
-                  "append_kv on a device cache needs that device's allocator");
-    append_device(k, k_rows, T, *device);
+    HYPIC_REQUIRE(
+        k.device() == Device::Host || (device != nullptr && device->device() == k.device()),
+        "append_kv on a device cache needs that device's allocator");
+    k.append_rows(k_rows, T);  // in place while there is room (geometric growth)
     return;
   }
   HYPIC_REQUIRE(k.rank() == 3 && v.rank() == 3, "attention cache K/V must be [n, Hkv, hd]");
-  if (k.device() == Device::Host) {
-    k.append_rows(k_rows, T);  // amortised growth for decode steps
-    v.append_rows(v_rows, T);
-    return;
-  }
-  HYPIC_REQUIRE(device != nullptr && device->device() == k.device(),
+  HYPIC_REQUIRE(k.device() == Device::Host || (device != nullptr && device->device() == k.device()),
                 "append_kv on a device cache needs that device's allocator");
-  append_device(k, k_rows, T, *device);
-  append_device(v, v_rows, T, *device);
+  k.append_rows(k_rows, T);  // amortised growth for decode steps, host or device
+  v.append_rows(v_rows, T);
 }
 
 void LayerCache::reserve_kv(int64_t tokens) {
-  if (is_linear_kind(kind) || k.device() != Device::Host) return;
+  if (is_linear_kind(kind)) return;
   k.reserve_rows(tokens);
   if (kind != LayerKind::Mla) v.reserve_rows(tokens);
 }

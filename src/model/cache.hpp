@@ -36,13 +36,14 @@ struct LayerCache {
   // no RoPE); v stays empty.
 
   int64_t kv_tokens() const { return k.empty() ? 0 : k.dim(0); }
-  // Appends T rows (of Hkv·hd floats each) to k and v (MLA: to k only; v_rows null). Host caches
-  // grow in place (amortised); a cache in device memory is re-allocated one size up through
-  // `device` (its allocator) and the rows copied within device memory.
+  // Appends T rows (of Hkv·hd floats each) to k and v (MLA: to k only; v_rows null), rows in
+  // the cache's memory. Host and device caches both grow in place with amortised (geometric)
+  // growth (Tensor::append_rows), so decode steps re-allocate O(log n) times, not every step;
+  // a device cache needs `device`, its allocator.
   void append_kv(const float* k_rows, const float* v_rows, int64_t T,
                  const Allocator* device = nullptr);
-  // Host K/V caches: room for `tokens` rows in all, so that a prefill that knows its length
-  // appends without moving what is cached (no-op for linear layers and device caches).
+  // Room for `tokens` K/V rows in all (host or device), so that a prefill that knows its
+  // length appends without moving what is cached (no-op for linear layers).
   void reserve_kv(int64_t tokens);
 };
 

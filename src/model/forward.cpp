@@ -331,6 +331,7 @@ std::vector<int32_t> Model::generate_greedy(const std::vector<int32_t>& prompt, 
   std::vector<int32_t> out;
   if (n_new <= 0) return out;
   Tensor logits = prefill(prompt, cache, LogitsMode::Last);
+  for (LayerCache& lc : cache.layers) lc.reserve_kv(cache.n_tokens + n_new - 1);  // in place
   for (int i = 0; i < n_new; ++i) {
     const int32_t next = argmax(logits.data(), logits.numel());
     out.push_back(next);

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "hypic/kernels/attention_checks.hpp"
+
 namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;  // tokens per chunk of the delta rule (Model::max_block)
@@ -120,6 +122,8 @@ void set_query_positions(const kernels::Backend& be, const std::vector<int>& pos
     dims.positions = positions.data();
     return;
   }
+  // Checked here, where they are host memory, exactly as the host kernel checks them.
+  kernels::check_query_positions(positions.data(), static_cast<int>(positions.size()), dims.n_kv);
   int* dev = ws.ints(positions.size());
   be.copy_from_host(dev, positions.data(), positions.size() * sizeof(int));
   dims.positions = dev;

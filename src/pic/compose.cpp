@@ -153,8 +153,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
       if (has_conv)
         be.copy_from_host(model::f32(cache.conv), entry_layer.conv.data(),
                           entry_layer.conv.bytes());
-      be.synchronize();
-      return;
+      return;  // `held` is freed in stream order, after the op (Backend::deallocate)
     }
   } else {
     for (const AttentionLayerEntry& a : entry.attention) {
@@ -177,8 +176,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
         }
         const Tensor k = a.k.to(be.device(), &be);
         cache.append_kv(model::f32(k), nullptr, rows, &be);
-        be.synchronize();  // the uploaded rows are freed on return
-        return;
+        return;  // the uploaded rows are freed in stream order, after the append's copy
       }
       if (resident) {
         cache.append_kv(model::f32(a.k), model::f32(a.v), rows, &be);
@@ -195,8 +193,7 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
       cache.append_kv(model::f32(k), model::f32(v), rows, &be);
       be.rope_shift(key_rope(config, rows), model::f32(cache.k) + first * row_floats,
                     segment_start);
-      be.synchronize();  // the uploaded K/V are freed on return
-      return;
+      return;  // the uploaded K/V are freed in stream order, after the append's copies
     }
   }
   throw Error("segment entry has no part for layer " + std::to_string(layer));

@@ -181,6 +181,9 @@ void Engine::decode(std::vector<float> logits, model::InferenceCache& cache, con
   if (options_.keep_first_logits) r.first_logits = logits;
   const std::vector<int>& eos = model_.config().eos_token_ids;
   const int64_t vocab = static_cast<int64_t>(logits.size());
+  // The K/V rows of every step up front: the steps append in place (no re-allocation).
+  if (max_new_tokens > 1)
+    for (model::LayerCache& lc : cache.layers) lc.reserve_kv(cache.n_tokens + max_new_tokens - 1);
   for (int i = 0; i < max_new_tokens; ++i) {
     const int32_t next = model::argmax_no_repeat(logits.data(), vocab, r.answer, q.no_repeat_ngram);
     r.answer.push_back(next);

@@ -153,6 +153,10 @@ class BackendOps : public ::testing::TestWithParam<std::string> {
     if (!info.compiled) GTEST_SKIP() << "cuda backend: built without CUDA (-DHYPIC_CUDA=OFF)";
     if (info.count == 0)
       GTEST_SKIP() << "cuda backend: no CUDA device visible (" << info.description << ")";
+    // A sticky fault in an earlier case lost the context: every later case would fail with it.
+    if (!kn::cuda::sticky_fault().empty())
+      GTEST_SKIP() << "cuda backend: stopped, the CUDA context was lost at "
+                   << kn::cuda::sticky_fault();
     be_ = &kn::cuda_backend();
   }
   const Backend& be() const { return *be_; }
@@ -844,6 +848,38 @@ TEST_P(BackendOps, AttentionCausalAtPositions) {
                    Op::AttentionCausal, where);
       release();
     }
+}
+
+// Positions that do not ascend below n_kv: every backend refuses them as the host does (the
+// CUDA kernel would otherwise read keys out of range), before anything is written.
+TEST_P(BackendOps, AttentionRejectsPositionsTheHostRejects) {
+  REQUIRE_OP(Op::AttentionCausal);
+  std::mt19937 rng(23);
+  const int n_kv = 12, H = 2, Hkv = 1, hd = 16;
+  for (const std::vector<int>& bad :
+       std::vector<std::vector<int>>{{0, 12}, {3, 3}, {5, 4}, {-1, 2}, {0, 1, 2000000000}}) {
+    const int T = int(bad.size());
+    kn::AttentionDims d{T, n_kv, H, Hkv, hd, 0.25f};
+    d.positions = bad.data();
+    const Vec q = randn(size_t(T) * H * hd, rng), k = randn(size_t(n_kv) * Hkv * hd, rng);
+    Vec host_out(q.size()), work(kn::host_backend().attention_workspace_floats(d));
+    EXPECT_THROW(kn::host_backend().attention_causal(d, q.data(), k.data(), k.data(),
+                                                     host_out.data(), work.data()),
+                 std::invalid_argument);
+    d.positions = put_ints(bad);
+    const Vec sentinel(q.size(), 7.0f);
+    float* out = put(sentinel);
+    float* dwork = put(Vec(std::max<size_t>(1, be().attention_workspace_floats(d))));
+    try {
+      be().attention_causal(d, put(q), put(k), put(k), out, dwork);
+      ADD_FAILURE() << be().name() << " accepted positions the host refuses";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("positions must ascend below n_kv"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(get(out, q.size()), sentinel) << "the refused call wrote its output";
+    release();
+  }
 }
 
 TEST_P(BackendOps, ElementwiseGates) {

@@ -27,6 +27,7 @@ class HostMemoryDevice final : public kn::Backend {
     void* p = std::malloc(bytes == 0 ? 1 : bytes);
     if (p == nullptr) throw std::bad_alloc();
     sizes[p] = bytes;
+    ++allocations;
     return p;
   }
   // Waits only for uploads into the freed block (cudaFree waits for all): a fence missing
@@ -69,6 +70,7 @@ class HostMemoryDevice final : public kn::Backend {
   }
   mutable uint64_t host_to_device = 0;  // bytes through copy_from_host
   mutable uint64_t uploaded = 0;        // bytes through upload_async
+  mutable uint64_t allocations = 0;     // calls of allocate()
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) const override {

@@ -37,6 +37,8 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual Device device() const = 0;
   virtual void* allocate(size_t bytes) const = 0;
+  // On a device, the block is freed after the work queued so far (CUDA: stream-ordered), so a
+  // caller need not wait for the ops that still read it.
   virtual void deallocate(void* ptr) const noexcept = 0;
   // Copies between this allocator's memory and the host, or within its memory.
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) const = 0;
@@ -123,10 +125,13 @@ class Tensor {
     if (count(shape) != n_) reshape_mismatch(shape);
     shape_ = std::move(shape);
   }
-  // Appends rows to a host f32 tensor of shape [n, ...] (growth amortised like a vector's):
-  // the KV cache's append of every forward block and decode step.
+  // Appends rows to an f32 tensor of shape [n, ...] (growth amortised like a vector's): the
+  // KV cache's append of every forward block and decode step. `rows` is memory of the tensor's
+  // device; a device tensor grows its block geometrically (1.5×) and appends in place until
+  // full, so n single-row appends cost O(log n) allocations.
   void append_rows(const float* rows, int64_t n_rows);
-  // Room for `total_rows` rows in all (host f32), so appends up to there never move the data.
+  // Room for `total_rows` rows in all (f32, host or device), so appends up to there never move
+  // the data.
   void reserve_rows(int64_t total_rows);
 
   // A copy on `device` (allocator: that device's; null for the host). Same dtype.
@@ -147,6 +152,7 @@ class Tensor {
   [[noreturn]] void wrong_kind(const char* what) const;
   [[noreturn]] void reshape_mismatch(const std::vector<int64_t>& shape) const;
   void release() noexcept;
+  void grow_device(size_t needed_bytes);  // a device block of at least needed_bytes, data kept
 
   std::vector<int64_t> shape_;
   size_t n_ = 0;  // elements (a default tensor has none, though count({}) is 1)
@@ -155,6 +161,7 @@ class Tensor {
   std::vector<float> f32_;          // host, F32
   std::vector<unsigned char> raw_;  // host, any other dtype
   void* dev_ = nullptr;             // device memory, owned through alloc_
+  size_t dev_bytes_ = 0;            // its size (≥ bytes(): room for appended rows)
   const Allocator* alloc_ = nullptr;
 };
 

@@ -80,7 +80,8 @@ class Backend : public Allocator {
   virtual const char* name() const = 0;  // "host", "cuda"
   // Whether op runs here; ops that do not throw hypic::Error naming the op and the backend.
   virtual bool supports(Op op) const = 0;
-  // Waits for queued device work (no-op on the host).
+  // Waits for the ops queued so far on the compute stream, not for uploads (upload_fence) or
+  // device-link transfers in flight (no-op on the host).
   virtual void synchronize() const {}
 
   // --- uploads overlapped with compute (segment entries into the memory tier) ---
@@ -90,7 +91,8 @@ class Backend : public Allocator {
   virtual void free_staging(void* ptr) const noexcept;
   // Queues dst (this backend's memory) ← staging[0, bytes) on a transfer stream apart from the
   // compute stream, and returns its ticket (increasing). `staging` must stay unchanged until
-  // upload_fence(ticket) returns; deallocate() waits for uploads in flight (cudaFree does).
+  // upload_fence(ticket) returns; deallocate() orders the free after the uploads in flight
+  // into that block (and nothing else).
   // Default: a synchronous copy_from_host.
   virtual uint64_t upload_async(void* dst, const void* staging, size_t bytes) const;
   // Returns once the upload `ticket` (and every earlier one) is complete, so its staging

@@ -29,6 +29,11 @@ void set_device(int index);
 // its index there: how ranks tell a shared GPU from their own.
 std::string device_uuid(int index);
 
+// Where the first sticky CUDA error (an illegal address, a trap: the context is lost and every
+// later CUDA call fails) was reported; empty while the context is usable. A test harness stops
+// running device cases once it is set rather than report every later case as a new failure.
+std::string sticky_fault();
+
 // C[m,n] (f32) = alpha · op(A) · op(B) + beta · C, row-major, with A and B bf16 (raw bit
 // patterns) in device memory and f32 accumulation: cublasGemmEx on tensor cores. The bf16 row
 // of the op harness's dtype axis; device pointers only.
