@@ -13,6 +13,7 @@
 #include "app/run_options.hpp"
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
+#include "cluster/world.hpp"
 #include "hypic/error.hpp"
 
 namespace hypic::app {
