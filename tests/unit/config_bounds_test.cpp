@@ -38,13 +38,13 @@ bool has(const std::string& text, const std::string& needle) {
 // out-of-memory line that named no field; -1 layers gave "cannot create std::vector larger than
 // max_size()".
 TEST(ConfigBounds, LayerCountIsBoundedBeforeTheLayerListIsBuilt) {
-  json q = published("qwen3.5-35b-a3b.json");
-  q["text_config"].erase("layer_types");
-  q["text_config"]["num_hidden_layers"] = 2000000000;
+  json q = published("qwen3.5-35b-a3b.json");  // flat; the CLI test covers text_config
+  q.erase("layer_types");
+  q["num_hidden_layers"] = 2000000000;
   std::string e = error_of([&] { ModelConfig::from_json(q); });
-  EXPECT_TRUE(has(e, "'text_config.num_hidden_layers' is 2000000000, outside 0..4096")) << e;
+  EXPECT_TRUE(has(e, "'num_hidden_layers' is 2000000000, outside 0..4096")) << e;
   e = error_of([&] { summarize_config(q); });
-  EXPECT_TRUE(has(e, "text_config.num_hidden_layers")) << e;
+  EXPECT_TRUE(has(e, "num_hidden_layers")) << e;
 
   json k = published("kimi-linear-48b-a3b-instruct.json");
   k["num_hidden_layers"] = -1;
@@ -73,15 +73,15 @@ TEST(ConfigBounds, SharedExpertWidthIsA64BitProductNamedByItsFields) {
 TEST(ConfigBounds, WidthsAndHeadProductsAreBounded) {
   json q = published("qwen3.5-35b-a3b.json");
   json t = q;
-  t["text_config"]["num_attention_heads"] = 8192;
-  t["text_config"]["num_key_value_heads"] = 8192;
-  t["text_config"]["head_dim"] = 65536;
+  t["num_attention_heads"] = 8192;
+  t["num_key_value_heads"] = 8192;
+  t["head_dim"] = 65536;
   std::string e = error_of([&] { ModelConfig::from_json(t); });
   EXPECT_TRUE(has(e, "num_attention_heads x head_dim is 536870912")) << e;
   t = q;
-  t["text_config"]["vocab_size"] = 1e12;
+  t["vocab_size"] = 1e12;
   e = error_of([&] { ModelConfig::from_json(t); });
-  EXPECT_TRUE(has(e, "text_config.vocab_size")) << e;
+  EXPECT_TRUE(has(e, "'vocab_size' is")) << e;
   EXPECT_TRUE(has(e, "outside 0..16777216")) << e;
 }
 
