@@ -214,3 +214,29 @@ TEST(HardeningCli, SigtermToServeSaysHowFarItGot) {
 }
 
 }  // namespace
+
+namespace {
+// `mpirun -n 2 ... --ranks 3`: every rank finds the mismatch; rank 0 says it once and all end
+// without MPI_Abort (its banner and hypic's line twice before).
+TEST(HardeningCli, WorldSizeMismatchIsOneLineWithoutAbort) {
+  TempDir tmp("hypic-harden");
+  const std::string model = tmp.file("m");
+  ASSERT_EQ(hypic(tmp, "model init --arch qwen3_5 --preset tiny --seed 2 --out " + model).code, 0);
+  std::ofstream(tmp.file("c.jsonl")) << R"({"id": "d", "tokens": [1, 2, 3, 4, 5, 6]})"
+                                     << "\n";
+  const CliRun r = cli_test::run_shell(
+      tmp.file(""), cli_test::clean_mpi_environment() + " " + HYPIC_MPIEXEC +
+                        " -n 2 --oversubscribe " + HYPIC_BINARY + " warmup --model " + model +
+                        " --byte-tokenizer --corpus " + tmp.file("c.jsonl") + " --store " +
+                        tmp.file("s.h5") + " --ranks 3");
+  EXPECT_NE(r.code, 0);
+  const std::string all = r.out + r.err;
+  size_t lines_seen = 0;
+  for (size_t at = all.find("hypic: error: asked for 3 ranks"); at != std::string::npos;
+       at = all.find("hypic: error: asked for 3 ranks", at + 1))
+    ++lines_seen;
+  EXPECT_EQ(lines_seen, 1u) << all;
+  EXPECT_EQ(all.find("MPI_ABORT"), std::string::npos) << all;
+  EXPECT_FALSE(fs::exists(tmp.file("s.h5")));
+}
+}  // namespace
