@@ -14,6 +14,7 @@
 #include "bench/blas.hpp"
 #include "bench/forward.hpp"
 #include "bench/peak.hpp"
+#include "cluster/world.hpp"
 #include "hypic/error.hpp"
 #include "hypic/kernels/cpu.hpp"
 

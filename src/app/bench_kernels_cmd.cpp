@@ -9,6 +9,7 @@
 #include "app/commands.hpp"
 #include "app/io_util.hpp"
 #include "bench/kernels.hpp"
+#include "cluster/world.hpp"
 
 namespace hypic::app {
 namespace {
@@ -137,6 +138,7 @@ void add_bench_kernels(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--threads", o.threads, "thread counts, ascending (e.g. 1,2)")
       ->delimiter(',')
+      ->check(CLI::Range(1, cluster::kMaxThreads))
       ->capture_default_str();
   sub->add_option("--project", o.project_to, "core counts of the projection")
       ->delimiter(',')

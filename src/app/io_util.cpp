@@ -1,5 +1,6 @@
 #include "app/io_util.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 
 #include "common/files.hpp"
 #include "hypic/error.hpp"
+#include "model/checkpoint.hpp"
 
 namespace hypic::app {
 
@@ -27,11 +29,15 @@ std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
   for (size_t i = 0; i < ids.size(); ++i) {
     HYPIC_REQUIRE(ids[i].is_number_integer(), "token-id file '" + path + "': element " +
                                                   std::to_string(i) + " is not an integer");
-    const int64_t v = ids[i].get<int64_t>();
-    HYPIC_REQUIRE(v >= 0 && v < vocab_size,
-                  "token-id file '" + path + "': id " + std::to_string(v) + " at position " +
-                      std::to_string(i) + " is outside the vocabulary [0, " +
-                      std::to_string(vocab_size) + ")");
+    // An id past int64 (2^63) is unsigned JSON: compare it as such, and print it as written.
+    const bool in_range =
+        ids[i].is_number_unsigned()
+            ? ids[i].get<uint64_t>() < static_cast<uint64_t>(std::max(vocab_size, 0))
+            : ids[i].get<int64_t>() >= 0 && ids[i].get<int64_t>() < vocab_size;
+    const int64_t v = in_range ? ids[i].get<int64_t>() : 0;
+    HYPIC_REQUIRE(in_range, "token-id file '" + path + "': id " + ids[i].dump() + " at position " +
+                                std::to_string(i) + " is outside the vocabulary [0, " +
+                                std::to_string(vocab_size) + ")");
     out.push_back(static_cast<int32_t>(v));
   }
   return out;
@@ -67,6 +73,7 @@ uint64_t peak_rss_bytes() {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  model::check_config_file_size(path);  // a config.json: its size is checked before reading
   const std::string text = read_regular_file(path, "JSON file");
   try {
     return nlohmann::json::parse(text);

@@ -15,6 +15,7 @@
 #include "app/commands.hpp"
 #include "app/run_options.hpp"
 #include "cluster/watch.hpp"
+#include "cluster/world.hpp"
 #include "common/startup.hpp"
 #include "hypic/error.hpp"
 #include "store/hdf5.hpp"
@@ -65,9 +66,17 @@ int main(int argc, char** argv) {
   // Past the file-size limit (ulimit -f) a write then fails with EFBIG, which the store
   // reports in one line, instead of SIGXFSZ killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
-  hypic::reexec_for_runtime_settings(argc, argv);
+  // tokenize, model info and inspect use neither MPI nor OpenMP threads: they skip the
+  // re-exec and MPI's start (about a second together; common/startup.hpp).
+  const bool light = hypic::is_light_command(argc, argv);
+  if (!light) hypic::reexec_for_runtime_settings(argc, argv);
   hypic::keep_freed_memory();
-  MPI_Init(&argc, &argv);
+  // PMIx's shared-memory data store fails to start under a file-size limit (ulimit -f) and
+  // buried hypic's line under 16 lines of Open MPI errors; its hash store needs no files.
+  setenv("PMIX_MCA_gds", "hash", /*overwrite=*/0);
+  if (!light) MPI_Init(&argc, &argv);
+  hypic::trace_startup(!light);
+  bool every_rank_failed = false;  // an error all ranks found alike: no MPI_Abort
   int rc = 0;
   {
     // Kokkos must not see hypic's own flags; give it only the program name.
@@ -88,6 +97,13 @@ int main(int argc, char** argv) {
     } catch (const hypic::cluster::WorkerDied& e) {
       // Printed the moment the death was seen, unless the signal handler had already done so.
       if (!e.printed()) std::fprintf(stderr, "hypic: error: %s\n", e.what());
+      rc = 1;
+    } catch (const hypic::cluster::WorldSizeError& e) {
+      // Every rank found the same mismatch: rank 0 says it once, all end without MPI_Abort.
+      int rank = 0;
+      if (!light) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank == 0) std::fprintf(stderr, "hypic: error: %s\n", e.what());
+      every_rank_failed = true;
       rc = 1;
     } catch (const hypic::Error& e) {
       std::fprintf(stderr, "hypic: error: %s\n", e.what());
@@ -110,7 +126,7 @@ int main(int argc, char** argv) {
     }
     Kokkos::finalize();
   }
-  if (rc != 0) {
+  if (rc != 0 && !light && !every_rank_failed) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, rc);  // one rank's error ends the whole job
@@ -119,6 +135,6 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(rc);
   }
-  MPI_Finalize();
+  if (!light) MPI_Finalize();
   return rc;
 }

@@ -48,10 +48,13 @@ std::vector<int32_t> token_list(const json& j, const std::string& what, int voca
   for (size_t i = 0; i < j.size(); ++i) {
     line_require(j[i].is_number_integer(),
                  what + ": element " + std::to_string(i) + " is not an integer");
-    const int64_t v = j[i].get<int64_t>();
-    line_require(v >= 0 && v < vocab, what + ": token id " + std::to_string(v) +
-                                          " is outside the vocabulary [0, " +
-                                          std::to_string(vocab) + ")");
+    // An id past int64 (2^63) is unsigned JSON: compare it as such, and print it as written.
+    const bool in_range = j[i].is_number_unsigned()
+                              ? j[i].get<uint64_t>() < uint64_t(vocab)
+                              : j[i].get<int64_t>() >= 0 && j[i].get<int64_t>() < vocab;
+    const int64_t v = in_range ? j[i].get<int64_t>() : 0;
+    line_require(in_range, what + ": token id " + j[i].dump() + " is outside the vocabulary [0, " +
+                               std::to_string(vocab) + ")");
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
@@ -175,8 +178,7 @@ QueryFile read_queries(const std::string& path, const Corpus* corpus, const mode
     pic::Query& q = s.query;
     if (j.contains("id")) {
       line_require(j["id"].is_string() || j["id"].is_number_integer(), "\"id\" must be a string");
-      q.id =
-          j["id"].is_string() ? j["id"].get<std::string>() : std::to_string(j["id"].get<int64_t>());
+      q.id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();  // as written
     } else {
       q.id = "line" + std::to_string(line);
     }

@@ -27,7 +27,16 @@ void add_threads_option(CLI::App* command) {
                    "threads for this rank's kernels and BLAS products (default 0: "
                    "OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the rank's CPUs shared "
                    "among the ranks of its node)")
-      ->check(non_negative_count());
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            long long value = 0;
+            if (CLI::detail::lexical_cast(text, value) && value >= 0 &&
+                value <= cluster::kMaxThreads)
+              return "";
+            return "must be a whole number from 0 to " + std::to_string(cluster::kMaxThreads) +
+                   " (the most threads a rank may run), not '" + text + "'";
+          },
+          ""));
 }
 
 void add_weights_dtype_option(CLI::App* command) {

@@ -2,12 +2,14 @@
 // metrics and per-phase timings; --compare-full also measures each answer against full
 // recompute.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -138,6 +140,39 @@ json serve_one(Serving& s, const LoadedPicModel& m, const QuerySpec& qs, RunSumm
   return line;
 }
 
+// SIGTERM / SIGINT to a single-process serve: the query being answered is finished, then the
+// run stops with what it has (predictions so far, metrics.json, the store committed) and says
+// how far it got. The handler only records the signal; SA_RESETHAND makes a second one end the
+// process at once.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_term_ {};
+  struct sigaction old_int_ {};
+};
+
 int run_serve(const ServeArgs& a) {
   const pic::Mode mode = pic::parse_mode(a.mode);
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
@@ -173,14 +208,21 @@ int run_serve(const ServeArgs& a) {
   summary.entry_path_reason = gpus.entries.reason;
   summary.skipped_lines = qf.skipped_lines + (corpus ? corpus->skipped_lines : 0);
   const auto t0 = std::chrono::steady_clock::now();
+  std::optional<StopSignals> stop_signals;
+  if (world.size == 1) stop_signals.emplace();
+  size_t answered = 0;
   for (size_t qi = 0; qi < qf.queries.size(); ++qi) {
+    if (g_stop_signal != 0) break;
     if (s.cold) {
       s.cold->set_query_label(qf.queries[qi].query.id);
       if (qi + 1 < qf.queries.size()) s.engine->queue_prefetch(qf.queries[qi + 1].query);
     }
     pred << serve_one(s, m, qf.queries[qi], summary).dump() << "\n";
     pred.flush();
+    ++answered;
   }
+  const int stopped_by = g_stop_signal;
+  stop_signals.reset();
   HYPIC_REQUIRE(pred.good(), "writing " + a.out + "/predictions.jsonl failed");
   summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -188,15 +230,34 @@ int run_serve(const ServeArgs& a) {
   summary.memory_evictions = s.engine->memory_evictions();
   json metrics = summary.metrics_json();
   if (s.cold) metrics["prefetched_entries"] = s.engine->prefetched();
+  size_t store_entries = 0;
   if (s.st) {
     metrics["store"] = s.st->path();
-    metrics["store_entries"] = s.st->size();
+    metrics["store_entries"] = store_entries = s.st->size();
     s.st->close();
   }
+  const char* signal_name = stopped_by == SIGINT ? "SIGINT" : "SIGTERM";
+  if (stopped_by != 0)
+    metrics["interrupted"] = {
+        {"signal", signal_name}, {"answered", answered}, {"queries", qf.queries.size()}};
   s.cold.reset();
   cluster::shutdown_workers(comm.get());
   write_text_file(a.out + "/metrics.json", metrics.dump(2) + "\n");
   write_text_file(a.out + "/timings.csv", summary.timings_csv());
+  if (stopped_by != 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "hypic: serve stopped by %s after answering %zu of %zu queries (%s/"
+                 "predictions.jsonl, metrics.json); %s; rerun the same command to answer them "
+                 "all%s\n",
+                 signal_name, answered, qf.queries.size(), a.out.c_str(),
+                 s.st ? ("the store " + a.store + " is committed with " +
+                         std::to_string(store_entries) + " entries")
+                            .c_str()
+                      : "no store",
+                 s.st ? " (its cached segments are reused)" : "");
+    return 128 + stopped_by;
+  }
   std::printf("%s\n", summary.one_line().c_str());
   std::printf("wrote %s/predictions.jsonl, metrics.json, timings.csv\n", a.out.c_str());
   return 0;

@@ -1,6 +1,7 @@
 #include "cluster/world.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -130,8 +131,15 @@ Communicator Communicator::split_shared() const {
 // ---- job and node layout -----------------------------------------------------------------
 
 WorldInfo describe_world(MPI_Comm comm) {
-  const Communicator whole = Communicator::view(comm);
   WorldInfo info;
+  if (!mpi_active()) {  // a command that runs without MPI (common/startup.hpp): one process
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    info.processor_name = host;
+    info.own_cpus = info.node_cpus = std::max(1, count_bits(affinity_bits()));
+    return info;
+  }
+  const Communicator whole = Communicator::view(comm);
   info.rank = whole.rank();
   info.size = whole.size();
   char name[MPI_MAX_PROCESSOR_NAME];
@@ -159,10 +167,16 @@ int blas_threads_per_rank(int node_cpus, int local_ranks, int own_cpus) {
 }
 
 ThreadChoice choose_threads(int requested, const WorldInfo& info, const EnvLookup& env) {
+  HYPIC_REQUIRE(requested <= kMaxThreads, "--threads " + std::to_string(requested) +
+                                              " is more than the " + std::to_string(kMaxThreads) +
+                                              " threads a rank may run");
   if (requested > 0) return {requested, "--threads"};
   if (const std::optional<std::string> omp = env("OMP_NUM_THREADS")) {
-    if (const std::optional<int> n = parse_positive(omp->substr(0, omp->find(','))))
+    if (const std::optional<int> n = parse_positive(omp->substr(0, omp->find(',')))) {
+      HYPIC_REQUIRE(*n <= kMaxThreads, "OMP_NUM_THREADS=" + *omp + " is more than the " +
+                                           std::to_string(kMaxThreads) + " threads a rank may run");
       return {*n, "OMP_NUM_THREADS"};
+    }
   }
   if (const std::optional<std::string> slurm = env("SLURM_CPUS_PER_TASK")) {
     if (const std::optional<int> n = parse_positive(*slurm))
@@ -200,18 +214,20 @@ void check_world_size(int expected, int mpi_size, const EnvLookup& env) {
   const bool split_job = mpi_size == 1 && launched && launched->size > 1;
   if (expected > 0) {
     if (mpi_size == expected) return;
-    if (split_job) throw Error(split_job_message(mpi_size, *launched));
-    throw Error("asked for " + std::to_string(expected) + " ranks (--ranks " +
-                std::to_string(expected) + ") but MPI_COMM_WORLD has " + std::to_string(mpi_size) +
-                "; launch with mpirun -n " + std::to_string(expected) + " (or srun -n " +
-                std::to_string(expected) + "), or pass --ranks " + std::to_string(mpi_size));
+    if (split_job) throw WorldSizeError(split_job_message(mpi_size, *launched));
+    throw WorldSizeError("asked for " + std::to_string(expected) + " ranks (--ranks " +
+                         std::to_string(expected) + ") but MPI_COMM_WORLD has " +
+                         std::to_string(mpi_size) + "; launch with mpirun -n " +
+                         std::to_string(expected) + " (or srun -n " + std::to_string(expected) +
+                         "), or pass --ranks " + std::to_string(mpi_size));
   }
   if (!launched || launched->size == mpi_size) return;
-  if (split_job) throw Error(split_job_message(mpi_size, *launched));
-  throw Error("MPI_COMM_WORLD has " + std::to_string(mpi_size) + " ranks but the launcher set " +
-              launched->variable + "=" + std::to_string(launched->size) +
-              "; launch with a matching process count, or pass --ranks " +
-              std::to_string(mpi_size) + " to accept this size");
+  if (split_job) throw WorldSizeError(split_job_message(mpi_size, *launched));
+  throw WorldSizeError("MPI_COMM_WORLD has " + std::to_string(mpi_size) +
+                       " ranks but the launcher set " + launched->variable + "=" +
+                       std::to_string(launched->size) +
+                       "; launch with a matching process count, or pass --ranks " +
+                       std::to_string(mpi_size) + " to accept this size");
 }
 
 void check_world_size(int expected) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "hypic/error.hpp"
+
 namespace hypic::cluster {
 
 // A communicator handle. Communicators this class creates (duplicate, split) are freed when
@@ -68,6 +70,10 @@ inline int blas_threads_per_rank(const WorldInfo& info) {
 
 // The threads one rank gives its kernels and products (kernels::set_threads), and where the
 // number came from, for the run header.
+// The most threads one rank runs (--threads, OMP_NUM_THREADS, bench thread lists): more is
+// refused with one line, not handed to OpenMP (100000 crashed inside libgomp).
+inline constexpr int kMaxThreads = 1024;
+
 struct ThreadChoice {
   int threads = 1;
   std::string source;  // "--threads", "OMP_NUM_THREADS", ...
@@ -104,6 +110,12 @@ ThreadChoice choose_threads(int requested, const WorldInfo& info,
 // right --mpi plugin), so each would do the whole job alone.
 // An explicit `expected` takes precedence over the environment: `--ranks 1` inside a Slurm
 // allocation of 4 tasks is accepted.
+// Its refusal: every rank of the job finds the same mismatch at the same point, so the command's
+// edge prints it once (rank 0) and every rank ends quietly, without MPI_Abort.
+class WorldSizeError : public Error {
+ public:
+  using Error::Error;
+};
 void check_world_size(int expected, int mpi_size, const EnvLookup& env = process_env);
 // The same for MPI_COMM_WORLD.
 void check_world_size(int expected);

@@ -6,8 +6,10 @@
 #include <malloc.h>
 #endif
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "hypic/kernels/blas.hpp"
 
@@ -33,6 +35,32 @@ void reexec_for_runtime_settings(int argc, char** argv) {
   // execv failed: continue with the defaults; blas_info() shows which kernel runs.
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv("HYPIC_BLAS_REEXEC");
+}
+
+bool is_light_command(int argc, char** argv) {
+  // The words of the command line that are not flags. Flags that take a value before the
+  // command (hypic's options on the top level) have their value skipped.
+  std::vector<std::string> words;
+  for (int i = 1; i < argc && words.size() < 2; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--version") return true;  // parsing ends
+    if (arg.rfind("-", 0) == 0) {
+      if (words.empty() && (arg == "--threads" || arg == "--weights-dtype")) ++i;
+      if (words.empty()) continue;
+      break;  // the command's own flags start: its name is complete
+    }
+    words.push_back(arg);
+  }
+  if (words.empty()) return true;  // no command: CLI11 says so
+  if (words[0] == "tokenize" || words[0] == "inspect") return true;
+  return words[0] == "model" && words.size() > 1 && words[1] == "info";
+}
+
+void trace_startup(bool mpi_initialised) {
+  if (std::getenv("HYPIC_STARTUP_TRACE") == nullptr) return;
+  std::fprintf(stderr, "hypic: startup: re-executed %s, MPI initialised %s\n",
+               std::getenv("HYPIC_REEXEC") != nullptr ? "yes" : "no",
+               mpi_initialised ? "yes" : "no");
 }
 
 void keep_freed_memory() {

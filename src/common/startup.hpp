@@ -13,6 +13,16 @@ namespace hypic {
 //   loop whenever other processes share the cores (ranks of an unbound job, a busy node).
 void reexec_for_runtime_settings(int argc, char** argv);
 
+// Whether the command line selects a command that needs neither MPI nor OpenMP's settings:
+// `tokenize`, `model info`, `inspect`, `--help` / `--version` (and a command line with no
+// command). main() then skips the re-exec above and MPI_Init (whose singleton start launches
+// Open MPI's runtime daemon): together about a second of start-up.
+bool is_light_command(int argc, char** argv);
+
+// With HYPIC_STARTUP_TRACE set, prints one line to stderr saying whether this process
+// re-executed itself and initialised MPI (for tests); otherwise nothing.
+void trace_startup(bool mpi_initialised);
+
 // Keeps freed memory in the process for reuse instead of returning it to the system, unless
 // the user set glibc's own MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_: blocks up to
 // 32 MiB (glibc's largest threshold) come from the heap, and up to 1 GiB of free heap stays

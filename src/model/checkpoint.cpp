@@ -209,8 +209,10 @@ ModelWeights allocate(const ModelConfig& c, DType matrix_dtype = DType::F32) {
 }
 
 // The tensor slots of a config. `prefix` is one of the architecture's weight prefixes;
-// `fused_experts` describes experts as Hugging Face's in-memory [E, ...] stacks.
-std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, bool fused_experts) {
+// `fused_experts` describes experts as Hugging Face's in-memory [E, ...] stacks. `with_rows`
+// false leaves out the row maps (for counting parameters: names and shapes only).
+std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, bool fused_experts,
+                              bool with_rows = true) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t Hv = c.linear_num_value_heads;
   const int64_t dv = c.linear_value_head_dim;
@@ -219,6 +221,9 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
   const int64_t K = c.linear_conv_kernel_dim;
 
   std::vector<Slot> slots;
+  auto rows_of = [with_rows](int64_t begin, int64_t n) {
+    return with_rows ? iota_rows(begin, n) : std::vector<int64_t>{};
+  };
   const ArchSpec& spec = c.arch_spec();
   auto add = [&](std::string name, std::vector<int64_t> shape,
                  std::function<Tensor*(ModelWeights&)> target, std::vector<int64_t> rows = {}) {
@@ -260,13 +265,12 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       };
       const char* proj[] = {"q", "k", "v"};
       for (int64_t j = 0; j < 3; ++j) {
-        add(A + proj[j] + "_proj.weight", {P, H}, kda(&KdaWeights::qkv), iota_rows(j * P, P));
-        add(A + proj[j] + "_conv1d.weight", {P, 1, K}, kda(&KdaWeights::conv1d),
-            iota_rows(j * P, P));
+        add(A + proj[j] + "_proj.weight", {P, H}, kda(&KdaWeights::qkv), rows_of(j * P, P));
+        add(A + proj[j] + "_conv1d.weight", {P, 1, K}, kda(&KdaWeights::conv1d), rows_of(j * P, P));
       }
       add(A + "f_a_proj.weight", {d, H}, kda(&KdaWeights::f_a));
       add(A + "f_b_proj.weight", {P, d}, kda(&KdaWeights::f_b));
-      add(A + "A_log", {1, 1, Hk, 1}, kda(&KdaWeights::A_log), iota_rows(0, P));  // per channel
+      add(A + "A_log", {1, 1, Hk, 1}, kda(&KdaWeights::A_log), rows_of(0, P));  // per channel
       add(A + "dt_bias", {P}, kda(&KdaWeights::dt_bias));
       add(A + "b_proj.weight", {Hk, H}, kda(&KdaWeights::b_proj));
       add(A + "g_a_proj.weight", {d, H}, kda(&KdaWeights::g_a));
@@ -297,7 +301,8 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
       const std::string A = L + "linear_attn.";
       auto in_proj = [li](ModelWeights& w) { return &w.layers[li].linear.in_proj; };
       for (const InProjPart& part : in_proj_parts)
-        add(A + part.name, {static_cast<int64_t>(part.rows.size()), H}, in_proj, part.rows);
+        add(A + part.name, {static_cast<int64_t>(part.rows.size()), H}, in_proj,
+            with_rows ? part.rows : std::vector<int64_t>{});
       add(A + "conv1d.weight", {conv, 1, K},
           [li](ModelWeights& w) { return &w.layers[li].linear.conv1d; });
       add(A + "dt_bias", {Hv}, [li](ModelWeights& w) { return &w.layers[li].linear.dt_bias; });
@@ -346,11 +351,9 @@ std::vector<Slot> build_slots(const ModelConfig& c, const std::string& prefix, b
                        std::function<MlpWeights*(ModelWeights&)> get,
                        const std::vector<std::string>& proj) {
       add(
-          M + proj[0], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
-          iota_rows(0, I));
+          M + proj[0], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; }, rows_of(0, I));
       add(
-          M + proj[1], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; },
-          iota_rows(I, I));
+          M + proj[1], {I, H}, [get](ModelWeights& w) { return &get(w)->gate_up; }, rows_of(I, I));
       add(M + proj[2], {H, I}, [get](ModelWeights& w) { return &get(w)->down; });
     };
     const std::vector<std::string> plain = {"gate_proj.weight", "up_proj.weight",
@@ -476,6 +479,7 @@ const char* torch_dtype_name(DType d) {
 }
 
 json read_json_file(const fs::path& p) {
+  check_config_file_size(p.string());
   const std::string text = read_regular_file(p.string(), "model file");  // read errors too
   try {
     return json::parse(text);
@@ -536,6 +540,21 @@ std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config) {
   return out;
 }
 
+uint64_t hf_parameter_count(const ModelConfig& config) {
+  // Experts as fused stacks: a handful of slots per layer, whatever the expert count.
+  unsigned __int128 n = 0;
+  for (const Slot& s : build_slots(config, save_prefix(config), true, false)) {
+    unsigned __int128 count = 1;
+    for (int64_t d : s.hf.shape) count *= static_cast<uint64_t>(d);
+    n += count;
+  }
+  constexpr uint64_t kMaxParameters = 1ull << 50;  // about 1.1e15 (docs/input-checks.md)
+  HYPIC_REQUIRE(n <= kMaxParameters,
+                "config: the sizes give more than 2^50 parameters (num_hidden_layers x "
+                "num_experts x hidden_size x moe_intermediate_size ...); no machine holds that");
+  return static_cast<uint64_t>(n);
+}
+
 ModelWeights weights_from_hf(const ModelConfig& config,
                              const std::function<Tensor(const HfTensor&)>& produce) {
   ModelWeights w = allocate(config);
@@ -549,12 +568,23 @@ ModelWeights weights_from_hf(const ModelConfig& config,
   return w;
 }
 
+void check_config_file_size(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return;  // not a regular file, or unreadable: the reader says so
+  HYPIC_REQUIRE(size <= kMaxConfigFileBytes,
+                path + ": " + std::to_string(size) + " bytes, more than the " +
+                    std::to_string(kMaxConfigFileBytes >> 20) +
+                    " MiB a config.json may hold (a published one is a few kB)");
+}
+
 ModelConfig load_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "config.json";
   HYPIC_REQUIRE(fs::is_directory(dir), dir + ": model folder does not exist");
   HYPIC_REQUIRE(fs::exists(p), dir + ": no config.json in the model folder");
+  const json root = read_json_file(p);  // its errors name the path already
   try {
-    return ModelConfig::from_json(read_json_file(p));
+    return ModelConfig::from_json(root);
   } catch (const Error& e) {
     std::string msg = e.what();
     // from_json names "config.json"; give the full path instead.

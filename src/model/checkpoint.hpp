@@ -71,6 +71,14 @@ struct HfTensor {
 // these, except that an architecture whose checkpoints fuse the experts
 // (ArchSpec::saves_fused_experts) gets them as the two stacks per layer.
 std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config);
+// The number of parameters of that layout, counted from shapes alone (experts as stacks: no
+// per-expert list, whatever num_experts is); throws hypic::Error above 2^50 parameters.
+uint64_t hf_parameter_count(const ModelConfig& config);
+
+// config.json files larger than this are refused before they are read (docs/input-checks.md).
+inline constexpr uint64_t kMaxConfigFileBytes = 16ull << 20;
+// Throws hypic::Error when the file at `path` is larger than kMaxConfigFileBytes.
+void check_config_file_size(const std::string& path);
 
 // Canonical weights assembled from Hugging Face tensors: `produce` is called once for
 // each entry of hf_tensor_layout(config), in order, and must return that shape. The

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "hypic/error.hpp"
 #include "model/arch/common.hpp"
@@ -59,6 +60,7 @@ ModelConfig ModelConfig::from_json(const json& root) {
   if (spec == nullptr)
     throw Error("config.json: unsupported model_type '" + model_type +
                 "' (supported: " + supported_architectures() + ")");
+  arch::check_size_fields(root);  // before read_config allocates per layer
   ModelConfig c;
   c.arch = spec;
   spec->read_config(root, c);
@@ -89,6 +91,30 @@ void ModelConfig::validate() const {
     HYPIC_REQUIRE(id >= 0 && id < vocab_size, "config: eos_token_id " + std::to_string(id) +
                                                   " is outside the vocabulary (0.." +
                                                   std::to_string(vocab_size - 1) + ")");
+  // Products of sizes, in 64 bits, against the bounds of model/arch/common.hpp (presets and
+  // configs alike: every int the layers derive from them then fits).
+  arch::check_product(static_cast<int64_t>(num_hidden_layers), arch::kMaxLayers,
+                      "num_hidden_layers");
+  arch::check_product(static_cast<int64_t>(num_experts), arch::kMaxExperts, "num_experts");
+  for (const auto& [value, limit, what] :
+       {std::tuple<int64_t, int64_t, const char*>{vocab_size, arch::kMaxVocab, "vocab_size"},
+        {hidden_size, arch::kMaxWidth, "hidden_size"},
+        {intermediate_size, arch::kMaxWidth, "intermediate_size"},
+        {moe_intermediate_size, arch::kMaxWidth, "moe_intermediate_size"},
+        {shared_expert_intermediate_size, arch::kMaxWidth, "the shared experts' width"},
+        {static_cast<int64_t>(num_attention_heads) * head_dim, arch::kMaxWidth,
+         "num_attention_heads x head_dim"},
+        {static_cast<int64_t>(num_key_value_heads) * head_dim, arch::kMaxWidth,
+         "num_key_value_heads x head_dim"},
+        {static_cast<int64_t>(linear_num_key_heads) * linear_key_head_dim, arch::kMaxWidth,
+         "linear_num_key_heads x linear_key_head_dim"},
+        {static_cast<int64_t>(linear_num_value_heads) * linear_value_head_dim, arch::kMaxWidth,
+         "linear_num_value_heads x linear_value_head_dim"},
+        {static_cast<int64_t>(num_attention_heads) * (qk_nope_head_dim + qk_rope_head_dim),
+         arch::kMaxWidth, "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"},
+        {static_cast<int64_t>(num_attention_heads) * (qk_nope_head_dim + v_head_dim),
+         arch::kMaxWidth, "num_attention_heads x (qk_nope_head_dim + v_head_dim)"}})
+    arch::check_product(value, limit, what);
   HYPIC_REQUIRE(rms_norm_eps > 0, "config: rms_norm_eps must be positive");
   HYPIC_REQUIRE(rope_theta > 0, "config: rope_theta must be positive");
   HYPIC_REQUIRE(static_cast<int>(layer_types.size()) == num_hidden_layers,
@@ -103,8 +129,12 @@ void ModelConfig::validate() const {
                     ") must be a multiple of linear_num_key_heads (" +
                     std::to_string(linear_num_key_heads) + ")");
   const int rot = rotary_dim();
-  // MLA layers (kimi_linear) use no RoPE: only gated attention needs a rotary part.
-  const bool uses_rope = std::count(layer_types.begin(), layer_types.end(), LayerKind::Mla) == 0;
+  // Only softmax attention (gated or plain) and Ring's linear layers rotate q and k; MLA
+  // (kimi_linear: mla_use_nope), KDA, Gated DeltaNet and lightning layers use no RoPE, so a
+  // model made of those alone (a kimi_linear config without MLA layers) needs no rotary part.
+  const bool uses_rope = std::any_of(layer_types.begin(), layer_types.end(), [](LayerKind k) {
+    return k == LayerKind::FullAttention || k == LayerKind::RingLinear;
+  });
   HYPIC_REQUIRE(!uses_rope || (partial_rotary_factor > 0 && partial_rotary_factor <= 1 &&
                                rot >= 2 && rot % 2 == 0),
                 "config: head_dim * partial_rotary_factor must be an even number >= 2 (got " +

@@ -22,7 +22,9 @@ ConfigSummary runnable(const json& root) {
   s.model_type = root.value("model_type", "");
   s.architecture = c.arch_spec().name();
   s.runnable = true;
-  const bool kimi = std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::Mla) > 0;
+  const bool kimi = std::any_of(c.layer_types.begin(), c.layer_types.end(), [](LayerKind k) {
+    return k == LayerKind::Mla || k == LayerKind::Kda;  // kimi_linear, with or without MLA
+  });
   s.linear_kind = kimi ? "KDA" : "Gated DeltaNet";
   s.full_kind = kimi ? "MLA" : "gated attention";
   s.layers = c.num_hidden_layers;
@@ -129,6 +131,7 @@ ConfigSummary bailing_moe_linear(const json& root) {
 
 ConfigSummary summarize_config(const json& root) {
   HYPIC_REQUIRE(root.is_object(), "config.json: expected a JSON object");
+  arch::check_size_fields(root);  // before any per-layer count
   const std::string type = arch::Fields(root, "").string("model_type", "");
   if (type == "bailing_moe_linear") return bailing_moe_linear(root);
   if (arch_for_model_type(type) == nullptr)

@@ -2,8 +2,10 @@
 // random initialisation.
 #include "model/presets.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "hypic/error.hpp"
 #include "model/checkpoint.hpp"
@@ -128,6 +130,21 @@ ModelConfig preset_config(const ArchSpec& arch, const std::string& preset) {
 
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed) {
   config.validate();
+  // Float32 weights that cannot fit the machine's memory are refused before any allocation.
+  const uint64_t params = hf_parameter_count(config);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) {
+    const double have = static_cast<double>(pages) * static_cast<double>(page);
+    const double need = static_cast<double>(params) * 4.0;
+    if (need > have) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "config: %.3g parameters need %.3g GB as float32, more than this machine's "
+                    "%.3g GB of memory",
+                    static_cast<double>(params), need / 1e9, have / 1e9);
+      throw Error(buf);
+    }
+  }
   return weights_from_hf(config, [&](const HfTensor& t) { return init_tensor(config, t, seed); });
 }
 
@@ -136,9 +153,7 @@ Tensor random_tensor(const ModelConfig& config, const HfTensor& t, uint64_t seed
 }
 
 uint64_t config_parameter_count(const ModelConfig& config) {
-  uint64_t n = 0;
-  for (const HfTensor& t : hf_tensor_layout(config)) n += Tensor::count(t.shape);
-  return n;
+  return hf_parameter_count(config);
 }
 
 uint64_t config_active_parameter_count(const ModelConfig& config) {

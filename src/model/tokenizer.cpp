@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -122,14 +123,38 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Calls f(begin, end) for every non-empty match in s, left to right.
+  //
+  // Memory for backtracking: a repeated group (Kimi's `(?:(?!\p{Han})[...])*`) keeps a frame
+  // per repetition, so one match over a long word needs room in proportion to its length:
+  // PCRE2's default 32 kB JIT stack (on the thread's stack) ran out at about 8,000 letters.
+  // Long subjects get a JIT stack on the heap of kJitBytesPerByte per subject byte (and the
+  // interpreter a heap limit to match), so any word that fits in memory matches, in bounded
+  // memory and without touching the thread's stack.
   template <typename F>
   void for_each_match(std::string_view s, pcre2_match_data* md, F&& f) const {
     PCRE2_SIZE start = 0;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    constexpr size_t kJitBytesPerByte = 32, kSmallSubject = 2048;
+    std::unique_ptr<pcre2_jit_stack, decltype(&pcre2_jit_stack_free)> stack(nullptr,
+                                                                            &pcre2_jit_stack_free);
+    std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
+        nullptr, &pcre2_match_context_free);
+    if (s.size() > kSmallSubject) {
+      const size_t room = (s.size() + 4096) * kJitBytesPerByte;
+      context.reset(pcre2_match_context_create(nullptr));
+      HYPIC_REQUIRE(context != nullptr, "tokenizer: out of memory for the pre-tokenizer");
+      if (jit_) {
+        stack.reset(pcre2_jit_stack_create(32 * 1024, room, nullptr));
+        HYPIC_REQUIRE(stack != nullptr, "tokenizer: out of memory for the pre-tokenizer");
+        pcre2_jit_stack_assign(context.get(), nullptr, stack.get());
+      }
+      pcre2_set_heap_limit(context.get(), static_cast<uint32_t>(std::min<size_t>(
+                                              room / 1024 + 20 * 1024, UINT32_MAX)));  // kB
+    }
     while (start < s.size()) {
-      const int rc =
-          jit_ ? pcre2_jit_match(code_, subject, s.size(), start, 0, md, nullptr)
-               : pcre2_match(code_, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+      const int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), start, 0, md, context.get())
+                          : pcre2_match(code_, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md,
+                                        context.get());
       if (rc == PCRE2_ERROR_NOMATCH) return;
       if (rc < 0) {
         PCRE2_UCHAR msg[256];
@@ -195,6 +220,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> id_bytes;               // id -> decoded bytes
   std::vector<uint8_t> id_special;
   std::unordered_map<std::string, int32_t> raw_vocab;  // decoded bytes -> id (ignore_merges)
+  size_t max_raw_token_bytes = SIZE_MAX;  // longest key of raw_vocab (tiktoken: set on load)
   std::array<int32_t, 256> byte_id{};
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (a,b) -> (rank, id)
   size_t merge_count = 0;
@@ -530,6 +556,9 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& model_path, const std::str
   require_read_to_end(in, model_path);  // a read error is not the end of the vocabulary
   const int32_t n = static_cast<int32_t>(t.id_bytes.size());
   HYPIC_REQUIRE(n > 0, model_path + ": no tokens");
+  t.max_raw_token_bytes = 0;
+  for (const std::string& b : t.id_bytes)
+    t.max_raw_token_bytes = std::max(t.max_raw_token_bytes, b.size());
   t.byte_id.fill(-1);
   for (int b = 0; b < 256; ++b) {
     auto it = t.raw_vocab.find(std::string(1, static_cast<char>(b)));
@@ -630,8 +659,9 @@ Tokenizer Tokenizer::for_model(const std::string& path, Fallback fallback) {
   if (fallback == Fallback::kRefuseText)
     t.impl_->text_refusal =
         "the model folder '" + path +
-        "' has no tokenizer.json, so its text cannot be turned into token ids (one token per "
-        "byte would give wrong answers); add the model's tokenizer.json, give token ids "
+        "' has no tokenizer.json (nor tiktoken.model, the form Kimi-Linear ships), so its "
+        "text cannot be turned into token ids (one token per byte would give wrong answers); "
+        "add the model's tokenizer.json (or tiktoken.model), give token ids "
         "instead of text, or pass --byte-tokenizer to use byte-level tokens";
   return t;
 }
@@ -751,28 +781,54 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
 
 // tiktoken's byte-pair encoding: start from single bytes and merge, again and again, the
 // adjacent pair whose concatenation has the lowest rank (leftmost on ties), until no
-// adjacent concatenation is a token. Quadratic in the piece, as tiktoken's own loop.
+// adjacent concatenation is a token. tiktoken's own loop rescans the piece after every merge
+// (quadratic: a run of 20k spaces took a second); this keeps the candidates in a heap ordered
+// by (rank, start), which picks the same pair every time, in O(n log n). A popped candidate
+// counts only while its two parts still span the bytes it was ranked for.
 void Tokenizer::Impl::merge_ranks(std::string_view word, std::vector<int32_t>& out) const {
-  std::vector<size_t> starts(word.size() + 1);
-  for (size_t i = 0; i <= word.size(); ++i) starts[i] = i;
+  const size_t n = word.size();
+  // Part i covers [i, end[i]) while alive; next part starts at end[i], previous at prev[i].
+  std::vector<size_t> end(n), prev(n);
+  std::vector<char> alive(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    end[i] = i + 1;
+    prev[i] = i == 0 ? SIZE_MAX : i - 1;
+  }
   constexpr int32_t kNone = INT32_MAX;
-  auto rank_of = [&](size_t i) {  // rank of parts i and i + 1 joined
-    if (i + 2 >= starts.size()) return kNone;
-    auto it = raw_vocab.find(std::string(word.substr(starts[i], starts[i + 2] - starts[i])));
+  auto rank_of = [&](size_t begin, size_t stop) {  // rank of word[begin, stop), or kNone
+    if (stop - begin > max_raw_token_bytes) return kNone;
+    auto it = raw_vocab.find(std::string(word.substr(begin, stop - begin)));
     return it == raw_vocab.end() ? kNone : it->second;
   };
-  std::vector<int32_t> ranks(starts.size());
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(i);
-  while (starts.size() > 2) {
-    size_t best = 0;
-    for (size_t i = 1; i + 2 < starts.size(); ++i)
-      if (ranks[i] < ranks[best]) best = i;
-    if (ranks[best] == kNone) break;
-    starts.erase(starts.begin() + long(best) + 1);
-    ranks.erase(ranks.begin() + long(best) + 1);
-    ranks[best] = rank_of(best);
-    if (best > 0) ranks[best - 1] = rank_of(best - 1);
+  struct Candidate {
+    int32_t rank;
+    size_t begin, stop;  // the left part starts at begin, the right part ends at stop
+  };
+  auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.begin > b.begin;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
+  auto consider = [&](size_t left) {  // pushes the pair (left, its right neighbour)
+    if (left == SIZE_MAX || end[left] >= n) return;
+    const size_t stop = end[end[left]];
+    const int32_t r = rank_of(left, stop);
+    if (r != kNone) queue.push({r, left, stop});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    if (!alive[c.begin] || end[c.begin] >= n || end[end[c.begin]] != c.stop) continue;  // stale
+    const size_t right = end[c.begin];
+    alive[right] = 0;
+    end[c.begin] = c.stop;
+    if (c.stop < n) prev[c.stop] = c.begin;
+    consider(prev[c.begin]);
+    consider(c.begin);
   }
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < n; i = end[i]) starts.push_back(i);
+  starts.push_back(n);
   for (size_t i = 0; i + 1 < starts.size(); ++i) {
     auto it = raw_vocab.find(std::string(word.substr(starts[i], starts[i + 1] - starts[i])));
     HYPIC_REQUIRE(it != raw_vocab.end(), origin +

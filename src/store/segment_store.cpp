@@ -816,6 +816,15 @@ std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& p
                 "segment store '" + path +
                     "' is an empty file (0 bytes), not a segment store; warmup or serve makes "
                     "a new store there");
+  // hypic writes every store with the latest HDF5 format (superblock version 3, which SWMR
+  // needs); HDF5's refusal of an older superblock means some other program's HDF5 file.
+  auto foreign = [&path](const Error& e) {
+    const std::string what = e.what();
+    if (what.find("superblock version for SWMR") == std::string::npos) throw e;
+    throw Error("'" + path +
+                "' is not a hypic segment store (an HDF5 file of an older format than hypic "
+                "writes: another program's file?)");
+  };
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->mode = mode;
@@ -830,7 +839,11 @@ std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& p
     file_options.swmr_write = true;
     file_options.metadata_read_attempts = 1;
     LengthRepair repair;
-    impl->file = open_for_writing_repairing_length(path, file_options, repair);
+    try {
+      impl->file = open_for_writing_repairing_length(path, file_options, repair);
+    } catch (const Error& e) {
+      foreign(e);
+    }
     try {
       impl->read_attributes();
       impl->open_datasets();
@@ -852,7 +865,7 @@ std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& p
     impl->file = open_for_reading(path, file_options);
   } catch (const Error& e) {
     const std::string what = e.what();
-    if (what.find("already open") == std::string::npos) throw;
+    if (what.find("already open") == std::string::npos) foreign(e);
     throw Error(what +
                 " (if a writer was killed while opening this store, opening it once for "
                 "writing, e.g. resuming the warm-up, repairs it; so does `h5clear -s " +
@@ -874,13 +887,25 @@ SegmentStore SegmentStore::open(const std::string& path, const std::string& mode
   const StoreOptions& found = impl->options;
   HYPIC_REQUIRE(found.model_fingerprint == model_fingerprint,
                 "segment store '" + path + "' was made for model fingerprint '" +
-                    found.model_fingerprint + "' but this run expects '" + model_fingerprint +
+                    printable_key(found.model_fingerprint) + "' but this run expects '" +
+                    printable_key(model_fingerprint) +
                     "'; use a store warmed with this model or a new --store path");
+  // The recorded junction is a width (>= 0) or -round(share * 10000) (pic::JunctionSpec):
+  // say which, in the form --junction takes.
+  auto junction_flag = [](int code) {
+    if (code >= 0) return std::to_string(code);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", -code / 10000.0);
+    return std::string(buf);
+  };
+  auto junction_words = [&](int code) {
+    return code >= 0 ? "junction width " + junction_flag(code)
+                     : "a junction share of " + junction_flag(code);
+  };
   HYPIC_REQUIRE(found.junction == junction,
-                "segment store '" + path + "' was made with junction width " +
-                    std::to_string(found.junction) + " but this run expects " +
-                    std::to_string(junction) + "; pass --junction " +
-                    std::to_string(found.junction) + " or use a new --store path");
+                "segment store '" + path + "' was made with " + junction_words(found.junction) +
+                    " but this run asks for " + junction_words(junction) + "; pass --junction " +
+                    junction_flag(found.junction) + " or use a new --store path");
   return SegmentStore(std::move(impl));
 }
 

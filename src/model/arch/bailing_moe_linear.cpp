@@ -98,8 +98,12 @@ class BailingMoeLinear final : public ArchSpec {
       c.moe_intermediate_size = f.integer("moe_intermediate_size");
       c.norm_topk_prob = f.boolean("norm_topk_prob", true);
       const int shared = f.integer("num_shared_experts", 0);
-      c.shared_expert_intermediate_size =
-          shared * f.integer("moe_shared_expert_intermediate_size", c.moe_intermediate_size);
+      const int64_t shared_width =
+          static_cast<int64_t>(shared) *
+          f.integer("moe_shared_expert_intermediate_size", c.moe_intermediate_size);
+      check_product(shared_width, kMaxWidth,
+                    "num_shared_experts x moe_shared_expert_intermediate_size");
+      c.shared_expert_intermediate_size = static_cast<int>(shared_width);
       c.moe_scoring = f.string("score_function", "softmax");
       const bool bias = f.boolean("moe_router_enable_expert_bias", false);
       HYPIC_REQUIRE(bias == (c.moe_scoring == "sigmoid"),

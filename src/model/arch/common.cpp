@@ -26,6 +26,79 @@ const char* layer_type_name(LayerKind k) {
 
 }  // namespace
 
+namespace {
+struct SizeBound {
+  const char* key;
+  int64_t min, max;
+};
+// Every size field that sizes an allocation, with its bounds. Zero passes here: whether a
+// field may be 0 is the architecture's check ("must be positive"), run after reading.
+constexpr SizeBound kSizeBounds[] = {
+    {"num_hidden_layers", 0, kMaxLayers},
+    {"num_experts", 0, kMaxExperts},
+    {"num_local_experts", 0, kMaxExperts},
+    {"num_experts_per_tok", 0, kMaxExperts},
+    {"num_experts_per_token", 0, kMaxExperts},
+    {"vocab_size", 0, kMaxVocab},
+    {"hidden_size", 0, kMaxWidth},
+    {"intermediate_size", 0, kMaxWidth},
+    {"moe_intermediate_size", 0, kMaxWidth},
+    {"shared_expert_intermediate_size", 0, kMaxWidth},
+    {"shared_intermediate_size", 0, kMaxWidth},
+    {"moe_shared_expert_intermediate_size", 0, kMaxWidth},
+    {"num_attention_heads", 0, kMaxHeads},
+    {"num_key_value_heads", 0, kMaxHeads},
+    {"linear_num_key_heads", 0, kMaxHeads},
+    {"linear_num_value_heads", 0, kMaxHeads},
+    {"linear_num_heads", 0, kMaxHeads},
+    {"num_heads", 0, kMaxHeads},
+    {"head_dim", 0, kMaxHeadDim},
+    {"linear_key_head_dim", 0, kMaxHeadDim},
+    {"linear_value_head_dim", 0, kMaxHeadDim},
+    {"linear_head_dim", 0, kMaxHeadDim},
+    {"kv_lora_rank", 0, kMaxHeadDim},
+    {"q_lora_rank", 0, kMaxHeadDim},
+    {"qk_nope_head_dim", 0, kMaxHeadDim},
+    {"qk_rope_head_dim", 0, kMaxHeadDim},
+    {"v_head_dim", 0, kMaxHeadDim},
+    {"rotary_dim", 0, kMaxHeadDim},
+    {"linear_conv_kernel_dim", 0, kMaxSmallCount},
+    {"short_conv_kernel_size", 0, kMaxSmallCount},
+    {"num_shared_experts", 0, kMaxSmallCount},
+    {"n_shared_experts", 0, kMaxSmallCount},
+    {"num_expert_group", 0, kMaxExperts},
+    {"n_group", 0, kMaxExperts},
+    {"topk_group", 0, kMaxExperts},
+};
+
+void check_size_fields_of(const json& obj, const std::string& where) {
+  if (!obj.is_object()) return;
+  for (const SizeBound& b : kSizeBounds) {
+    const auto it = obj.find(b.key);
+    if (it == obj.end() || !it->is_number()) continue;  // the reader names other kinds
+    const std::string name = where.empty() ? b.key : where + "." + b.key;
+    const double v = it->get<double>();
+    HYPIC_REQUIRE(v >= static_cast<double>(b.min) && v <= static_cast<double>(b.max),
+                  "config.json: field '" + name + "' is " + it->dump() + ", outside " +
+                      std::to_string(b.min) + ".." + std::to_string(b.max) +
+                      " (hypic's bound for this size; docs/input-checks.md)");
+  }
+}
+}  // namespace
+
+void check_size_fields(const json& root) {
+  if (!root.is_object()) return;
+  check_size_fields_of(root, "");
+  for (const char* nested : {"text_config", "linear_attn_config"})
+    if (root.contains(nested)) check_size_fields_of(root.at(nested), nested);
+}
+
+void check_product(int64_t value, int64_t limit, const std::string& what) {
+  HYPIC_REQUIRE(value <= limit, "config: " + what + " is " + std::to_string(value) +
+                                    ", more than hypic's bound of " + std::to_string(limit) +
+                                    " (docs/input-checks.md)");
+}
+
 bool Fields::has(const char* key) const {
   return obj_.contains(key) && !obj_.at(key).is_null();
 }

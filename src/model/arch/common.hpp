@@ -32,6 +32,22 @@ class Fields {
   std::string where_;
 };
 
+// Upper bounds on config.json's sizes (docs/input-checks.md), checked before anything is
+// allocated from them: one layer count, expert count or width beyond these is no model a machine
+// holds, and every product of two of them then fits 64-bit (and the int fields) arithmetic.
+inline constexpr int64_t kMaxLayers = 4096;      // num_hidden_layers
+inline constexpr int64_t kMaxExperts = 16384;    // num_experts / num_local_experts
+inline constexpr int64_t kMaxVocab = 1 << 24;    // vocab_size
+inline constexpr int64_t kMaxWidth = 1 << 20;    // hidden / MLP widths, heads x head_dim
+inline constexpr int64_t kMaxHeads = 8192;       // attention / linear-attention heads
+inline constexpr int64_t kMaxHeadDim = 1 << 16;  // per-head dimensions, LoRA ranks
+inline constexpr int64_t kMaxSmallCount = 1024;  // conv kernel, shared experts, groups
+// Refuses, naming the field, every size field of `root` (and of its text_config and
+// linear_attn_config) outside its bound above. Runs before an architecture reads `root`.
+void check_size_fields(const nlohmann::json& root);
+// Refuses a product of sizes (computed in 64 bits by the caller) above `limit`, naming it.
+void check_product(int64_t value, int64_t limit, const std::string& what);
+
 // Sizes, norms, activation, attention, RoPE and Gated DeltaNet fields, read from the text
 // model's fields `f`; `top` is the top level (fallback for tie_word_embeddings).
 void read_hybrid_fields(const Fields& f, const Fields& top, ModelConfig& c);

@@ -119,7 +119,9 @@ class KimiLinear final : public ArchSpec {
       c.moe_intermediate_size = f.integer("moe_intermediate_size");
       const int shared = f.integer(first_key(f, {"num_shared_experts", "n_shared_experts"}), 1);
       HYPIC_REQUIRE(shared >= 0, "config.json: field 'num_shared_experts' must be >= 0");
-      c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;
+      const int64_t shared_width = static_cast<int64_t>(shared) * c.moe_intermediate_size;
+      check_product(shared_width, kMaxWidth, "num_shared_experts x moe_intermediate_size");
+      c.shared_expert_intermediate_size = static_cast<int>(shared_width);
       c.moe_n_group = f.integer(first_key(f, {"num_expert_group", "n_group"}), 1);
       c.moe_topk_group = f.integer("topk_group", 1);
       c.moe_routed_scaling_factor = f.number("routed_scaling_factor", 2.446);
