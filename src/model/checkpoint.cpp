@@ -542,17 +542,21 @@ std::vector<HfTensor> hf_tensor_layout(const ModelConfig& config) {
 
 uint64_t hf_parameter_count(const ModelConfig& config) {
   // Experts as fused stacks: a handful of slots per layer, whatever the expert count.
-  unsigned __int128 n = 0;
+  // 64-bit products and sums that report overflow (the shapes are bounded per field, their
+  // products are not).
+  uint64_t n = 0;
+  bool overflow = false;
   for (const Slot& s : build_slots(config, save_prefix(config), true, false)) {
-    unsigned __int128 count = 1;
-    for (int64_t d : s.hf.shape) count *= static_cast<uint64_t>(d);
-    n += count;
+    uint64_t count = 1;
+    for (int64_t d : s.hf.shape)
+      overflow |= d < 0 || __builtin_mul_overflow(count, static_cast<uint64_t>(d), &count);
+    overflow |= __builtin_add_overflow(n, count, &n);
   }
   constexpr uint64_t kMaxParameters = 1ull << 50;  // about 1.1e15 (docs/input-checks.md)
-  HYPIC_REQUIRE(n <= kMaxParameters,
+  HYPIC_REQUIRE(!overflow && n <= kMaxParameters,
                 "config: the sizes give more than 2^50 parameters (num_hidden_layers x "
                 "num_experts x hidden_size x moe_intermediate_size ...); no machine holds that");
-  return static_cast<uint64_t>(n);
+  return n;
 }
 
 ModelWeights weights_from_hf(const ModelConfig& config,
