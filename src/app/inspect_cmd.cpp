@@ -4,6 +4,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "common/printable.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
@@ -15,21 +16,6 @@ struct InspectArgs {
   bool verify = false;
 };
 
-// A header string as one printable line: a damaged byte (non-printable) as \xNN.
-std::string printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
-
 double mib(uint64_t bytes) {
   return static_cast<double>(bytes) / 1048576.0;
 }
@@ -39,7 +25,7 @@ int run_inspect(const InspectArgs& a) {
   const store::StoreStats s = st.stats();
   std::printf("store          %s\n", a.store.c_str());
   std::printf("format version %d\n", s.format_version);
-  std::printf("model          %s\n", printable(s.model_fingerprint).c_str());
+  std::printf("model          %s\n", printable_bytes(s.model_fingerprint).c_str());
   std::printf("dtype          %s\n", dtype_name(s.dtype));
   std::printf("junction       %s\n",
               pic::JunctionSpec::from_store_code(s.junction).to_string().c_str());

@@ -22,6 +22,7 @@
 
 #include "common/copy_stats.hpp"
 #include "common/files.hpp"
+#include "common/printable.hpp"
 #include "store/checksum.hpp"
 #include "store/entry_record.hpp"
 #include "store/hdf5.hpp"
@@ -135,21 +136,6 @@ std::string key_text(const EntryRow& row) {
 // What `warmup --repair` writes over the key of a damaged row that nothing replaced: readers
 // skip the row (it can never be served, and no longer fails verification).
 const std::string kDroppedKey(kKeyChars, '-');
-
-// A key as messages show it: a damaged key's non-printable bytes as \xNN.
-std::string printable_key(const std::string& key) {
-  std::string out;
-  for (unsigned char c : key) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
 
 // The root attributes a store's meaning depends on, in a fixed order; their CRC32C is kept
 // in the attribute `header_crc32c` so `inspect --verify` notices a flipped byte in them.
@@ -596,7 +582,7 @@ struct SegmentStore::Impl {
     std::vector<DamagedEntry> dropped;
     EntryRow marked;
     auto drop_row = [&](uint64_t row, const std::string& why) {
-      dropped.push_back({printable_key(key_text(rows[row])), why});
+      dropped.push_back({printable_bytes(key_text(rows[row])), why});
       marked = rows[row];
       std::memcpy(marked.key, kDroppedKey.data(), kKeyChars);
       entries.write_raw(entry_type.id(), {row}, {1}, &marked);
@@ -887,8 +873,8 @@ SegmentStore SegmentStore::open(const std::string& path, const std::string& mode
   const StoreOptions& found = impl->options;
   HYPIC_REQUIRE(found.model_fingerprint == model_fingerprint,
                 "segment store '" + path + "' was made for model fingerprint '" +
-                    printable_key(found.model_fingerprint) + "' but this run expects '" +
-                    printable_key(model_fingerprint) +
+                    printable_bytes(found.model_fingerprint) + "' but this run expects '" +
+                    printable_bytes(model_fingerprint) +
                     "'; use a store warmed with this model or a new --store path");
   // The recorded junction is a width (>= 0) or -round(share * 10000) (pic::JunctionSpec):
   // say which, in the form --junction takes.
@@ -1013,7 +999,7 @@ VerifyReport SegmentStore::verify() {
   for (uint64_t row : impl_->unreadable_key_rows) {
     ++report.entries_checked;
     report.damaged.push_back(
-        {printable_key(key_text(impl_->rows[row])),
+        {printable_bytes(key_text(impl_->rows[row])),
          "index row " + std::to_string(row) + " is damaged: its key is not 32 hex digits"});
   }
   report.superseded_rows = impl_->rows.size() - impl_->current.size() -
