@@ -85,39 +85,63 @@ double alternating_expected(int accumulators, int lanes, int64_t iterations) {
 }
 
 #if defined(__x86_64__)
+// The accumulators are named variables, not an array: with an array GCC kept a copy of every
+// accumulator on the stack and stored all of them on each iteration, which halved the rate.
+#define HYPIC_EACH12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define HYPIC_EACH16(X) HYPIC_EACH12(X) X(12) X(13) X(14) X(15)
 constexpr int kAvx2Accumulators = 12;    // FMA latency 4-5 cycles x 2 pipes, plus slack
 constexpr int kAvx512Accumulators = 16;  // the same with 32 registers to spare
 
+__attribute__((target("avx2,fma"))) float lane_sum(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
+__attribute__((target("avx512f"))) float lane_sum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
 __attribute__((target("avx2,fma"))) PeakLoopRun avx2_fma_loop(int64_t iterations) {
-  __m256 acc[kAvx2Accumulators];
-  for (int i = 0; i < kAvx2Accumulators; ++i) acc[i] = _mm256_set1_ps(1.0f + i / 8.0f);
+#define HYPIC_INIT(i) __m256 acc##i = _mm256_set1_ps(1.0f + (i) / 8.0f);
+  HYPIC_EACH12(HYPIC_INIT)
+#undef HYPIC_INIT
   __m256 a = _mm256_set1_ps(-1.0f), b = _mm256_set1_ps(3.0f);
   __asm__ volatile("" : "+x"(a), "+x"(b));  // opaque to the optimiser
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int i = 0; i < kAvx2Accumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  alignas(32) float lanes[8];
-  PeakLoopRun run;
-  for (int i = 0; i < kAvx2Accumulators; ++i) {
-    _mm256_store_ps(lanes, acc[i]);
-    for (float v : lanes) run.checksum += v;
+  for (int64_t it = 0; it < iterations; ++it) {
+#define HYPIC_STEP(i) acc##i = _mm256_fmadd_ps(acc##i, a, b);
+    HYPIC_EACH12(HYPIC_STEP)
+#undef HYPIC_STEP
   }
+  PeakLoopRun run;
+#define HYPIC_SUM(i) run.checksum += lane_sum(acc##i);
+  HYPIC_EACH12(HYPIC_SUM)
+#undef HYPIC_SUM
   run.expected = alternating_expected(kAvx2Accumulators, 8, iterations);
   return run;
 }
 
 __attribute__((target("avx512f"))) PeakLoopRun avx512_fma_loop(int64_t iterations) {
-  __m512 acc[kAvx512Accumulators];
-  for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_set1_ps(1.0f + i / 8.0f);
+#define HYPIC_INIT(i) __m512 acc##i = _mm512_set1_ps(1.0f + (i) / 8.0f);
+  HYPIC_EACH16(HYPIC_INIT)
+#undef HYPIC_INIT
   __m512 a = _mm512_set1_ps(-1.0f), b = _mm512_set1_ps(3.0f);
   __asm__ volatile("" : "+v"(a), "+v"(b));
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  alignas(64) float lanes[16];
-  PeakLoopRun run;
-  for (int i = 0; i < kAvx512Accumulators; ++i) {
-    _mm512_store_ps(lanes, acc[i]);
-    for (float v : lanes) run.checksum += v;
+  for (int64_t it = 0; it < iterations; ++it) {
+#define HYPIC_STEP(i) acc##i = _mm512_fmadd_ps(acc##i, a, b);
+    HYPIC_EACH16(HYPIC_STEP)
+#undef HYPIC_STEP
   }
+  PeakLoopRun run;
+#define HYPIC_SUM(i) run.checksum += lane_sum(acc##i);
+  HYPIC_EACH16(HYPIC_SUM)
+#undef HYPIC_SUM
   run.expected = alternating_expected(kAvx512Accumulators, 16, iterations);
   return run;
 }
@@ -127,26 +151,29 @@ constexpr uint16_t kBf16One = 0x3f80, kBf16MinusOne = 0xbf80;
 #if defined(HYPIC_HAVE_AVX512BF16)
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) PeakLoopRun avx512_bf16_loop(
     int64_t iterations) {
-  // Each vdpbf16ps adds 2 products per lane: +2 with `up`, −2 with `down`.
-  __m512 acc[kAvx512Accumulators];
-  for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_set1_ps(1.0f + i / 8.0f);
+  // Each vdpbf16ps adds 2 products per lane: +2 with `ones`, -2 with `minus`.
+#define HYPIC_INIT(i) __m512 acc##i = _mm512_set1_ps(1.0f + (i) / 8.0f);
+  HYPIC_EACH16(HYPIC_INIT)
+#undef HYPIC_INIT
   __m512i up = _mm512_set1_epi16(static_cast<short>(kBf16One));
   __m512i down = _mm512_set1_epi16(static_cast<short>(kBf16MinusOne));
   __asm__ volatile("" : "+v"(up), "+v"(down));
   const __m512bh ones = reinterpret_cast<__m512bh&>(up);
   const __m512bh minus = reinterpret_cast<__m512bh&>(down);
+#define HYPIC_UP(i) acc##i = _mm512_dpbf16_ps(acc##i, ones, ones);
+#define HYPIC_DOWN(i) acc##i = _mm512_dpbf16_ps(acc##i, minus, ones);
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], ones, ones);
-    for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], minus, ones);
+    HYPIC_EACH16(HYPIC_UP)
+    HYPIC_EACH16(HYPIC_DOWN)
   }
-  for (int i = 0; i < kAvx512Accumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], ones, ones);
-  alignas(64) float lanes[16];
+  HYPIC_EACH16(HYPIC_UP)
+#undef HYPIC_UP
+#undef HYPIC_DOWN
   PeakLoopRun run;
-  for (int i = 0; i < kAvx512Accumulators; ++i) {
-    _mm512_store_ps(lanes, acc[i]);
-    for (float v : lanes) run.checksum += v;
-    run.expected += 16 * (1.0 + i / 8.0 + 2.0);
-  }
+#define HYPIC_SUM(i) run.checksum += lane_sum(acc##i);
+  HYPIC_EACH16(HYPIC_SUM)
+#undef HYPIC_SUM
+  for (int i = 0; i < kAvx512Accumulators; ++i) run.expected += 16 * (1.0 + i / 8.0 + 2.0);
   return run;
 }
 #endif
