@@ -10,9 +10,11 @@
 #   MODEL     model folder [inputs/models/qwen3_5-synthqa]
 #   DATASETS  dataset names, files DATA_DIR/<name>.jsonl [synthqa], or NAME=FILE to read another
 #             file as dataset NAME (e.g. synthqa_long=inputs/datasets/synthqa_long_demo.jsonl,
-#             the 40 committed long questions); the long-prompt held-out sets of
-#             `scripts/train/train_tiny.py --task long --data-only --answers tail` (needs torch
-#             and transformers; not committed: about 20 MB) are "synthqa_long synthsum"
+#             the 40 committed long questions); the long-prompt held-out sets are
+#             "synthqa_long synthsum" (600 questions, 200 summaries), committed as .jsonl.xz and
+#             unpacked here on first use (made by `scripts/train/train_tiny.py --task long
+#             --data-only --answers tail`, which needs only the tokenizers package for that; the
+#             first 40 questions are inputs/datasets/synthqa_long_demo.jsonl)
 #   DATA_DIR  [inputs/datasets]
 #   HYPIC_BUILD_DIR [build];  HYPIC_ARGS  extra arguments for every `hypic eval`
 #   QUALITY_OUT  output folder [outputs/quality]: two runs at once (say one dataset each, with
@@ -39,6 +41,15 @@ extra=()
 [ "$LIMIT" -gt 0 ] && extra=(--limit "$LIMIT")
 # shellcheck disable=SC2206
 extra+=(${HYPIC_ARGS:-})
+# The long held-out sets are committed xz-compressed (inputs/datasets/*.jsonl.xz, 190 KB for
+# 18 MB); unpacked next to them on first use.
+unpack() {
+  local file=$1
+  [ -f "$file" ] || [ ! -f "$file.xz" ] || {
+    echo "quality_table: unpacking $file.xz" >&2
+    xz -dc "$file.xz" >"$file.part" && mv "$file.part" "$file"
+  }
+}
 runs=()
 names=()
 declare -A files
@@ -47,9 +58,9 @@ for spec in ${DATASETS//,/ }; do
   files[$d]=$DATA_DIR/$d.jsonl
   [ "$d" != "$spec" ] && files[$d]=${spec#*=}
   names+=("$d")
+  unpack "${files[$d]}"
   [ -f "${files[$d]}" ] || {
-    echo "quality_table: no ${files[$d]} for dataset $d (the long held-out sets are made by" \
-      "scripts/train/train_tiny.py --task long --data-only --answers tail; docs/quality.md)" >&2
+    echo "quality_table: no ${files[$d]} for dataset $d (docs/quality.md)" >&2
     exit 1
   }
 done

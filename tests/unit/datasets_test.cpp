@@ -3,6 +3,8 @@
 // LongBench itself builds; malformed lines are reported by line number or skipped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -320,3 +322,34 @@ TEST(Datasets, SynthqaEvalAndServeFilesBuildTheSamePrompts) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string command_output(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  return pclose(p) == 0 ? out : std::string();
+}
+
+}  // namespace
+
+// The long held-out sets are committed xz-compressed (scripts/quality_table.sh unpacks them):
+// they are the sets the quality figures were measured on, whose first 40 questions are the
+// committed demo set, and they hold 600 questions and 200 summaries.
+TEST(Datasets, CommittedLongHeldOutSetsBeginWithTheDemoSet) {
+  const std::string dir = std::string(HYPIC_TEST_DATA_DIR) + "/../../inputs/datasets/";
+  const std::string qa = command_output("xz -dc " + dir + "synthqa_long.jsonl.xz");
+  ASSERT_FALSE(qa.empty()) << "xz -dc " << dir << "synthqa_long.jsonl.xz failed";
+  std::ifstream demo_in(dir + "synthqa_long_demo.jsonl");
+  std::ostringstream demo;
+  demo << demo_in.rdbuf();
+  ASSERT_FALSE(demo.str().empty());
+  EXPECT_EQ(qa.compare(0, demo.str().size(), demo.str()), 0);
+  EXPECT_EQ(std::count(qa.begin(), qa.end(), '\n'), 600);
+  const std::string sum = command_output("xz -dc " + dir + "synthsum.jsonl.xz");
+  EXPECT_EQ(std::count(sum.begin(), sum.end(), '\n'), 200);
+}
