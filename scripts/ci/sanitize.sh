@@ -19,8 +19,9 @@
 # Where the build's time goes: scripts/ci/time_compile.sh as the compiler launcher (its header).
 #
 # What fails the job: a failing test; any AddressSanitizer error or UBSan report (UBSan halts on
-# the first one); a leak report that names hypic's own code (src/, kernels/, tests/). Leaks
-# inside Open MPI, PMIx, hwloc, HDF5 and the other libraries below are suppressed
+# the first one); a leaked block allocated by hypic's own code (src/, kernels/, tests/: the
+# first frame past the allocator, scripts/ci/leak_judge.py). Leaks inside Open MPI, PMIx,
+# hwloc, HDF5 and the other libraries below are suppressed
 # (scripts/ci/lsan.supp says which and why); the remaining reports go to log files under
 # $BUILD_DIR/sanitize-logs, never to stderr, so the CLI tests that expect exactly one stderr
 # line still see only hypic's own output.
@@ -67,8 +68,12 @@ mkdir -p "$LOG_DIR"
 # exitcode=0: a leak alone does not change a process's exit code (the CLI tests check exit
 # codes; leaks are judged below from the logs). abort_on_error=1: a memory error or UB report
 # ends the process with SIGABRT, whatever exitcode says, so the test that ran it fails.
-# fast_unwind_on_malloc=0: Open MPI and its plugins have no frame pointers, so only the slow
-# unwinder finds the library frames the suppressions match (about 20% slower here).
+# fast_unwind_on_malloc: the frame-pointer unwinder by default. The slow (DWARF) one found the
+# frames of Open MPI and its plugins, which have no frame pointers, but made every malloc cost
+# an unwind: the malloc-heavy CLI tests (JSON corpora of a million tokens) took 2-10 times
+# longer and the suite most of the job (docs/testing.md). Leaks are judged by the first frame
+# past the allocator (scripts/ci/leak_judge.py), which the fast unwinder gets right;
+# HYPIC_ASAN_SLOW_UNWIND=1 brings the slow one back (full library stacks in the logs).
 # intercept_tls_get_addr=0: GCC 12's LeakSanitizer keeps a stale dynamic-TLS range after Open
 # MPI unloads a plugin it opened, and its exit-time check then crashes on it ("Tracer caught
 # signal 11", "LeakSanitizer has encountered a fatal error"): every hypic process ends with
@@ -78,8 +83,9 @@ mkdir -p "$LOG_DIR"
 # interception LSan does not scan the dynamic TLS of dlopen()ed libraries; hypic's own
 # thread_local variables are in the static TLS, which it still scans.
 export ASAN_OPTIONS="log_path=$LOG_DIR/asan:exitcode=0:abort_on_error=1:detect_leaks=1:\
-fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:\
-check_initialization_order=1:intercept_tls_get_addr=0"
+fast_unwind_on_malloc=$([ "${HYPIC_ASAN_SLOW_UNWIND:-0}" = 1 ] && echo 0 || echo 1):\
+strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:\
+intercept_tls_get_addr=0"
 # The CUDA driver maps device memory where ASan keeps its shadow gap.
 if command -v nvidia-smi > /dev/null 2>&1; then ASAN_OPTIONS+=":protect_shadow_gap=0"; fi
 export LSAN_OPTIONS="suppressions=$ROOT/scripts/ci/lsan.supp:print_suppressions=0"
@@ -117,47 +123,19 @@ if [ "${HYPIC_SANITIZE_SUBSET:-0}" = 1 ]; then
   ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1800 -j "$(nproc)" \
     ${exclude:+-E "$exclude"} "${select[@]}" || status=$?
 else
-  # The unit tests as one process per core (gtest's shards) instead of ctest's one process per
-  # test: under ASan every process pays seconds to start and to check for leaks at exit
-  # (measured here: 2 s to start, 3.5 s more for the leak check with the slow unwinder), which
-  # for 440 tests was most of the run. The MPI tests stay under ctest (mpirun per rank count).
-  shards=$(nproc)
-  SHARD_DIR="$(cd "$BUILD_DIR" && pwd)/unit-shards"
-  rm -rf "$SHARD_DIR"
-  mkdir -p "$SHARD_DIR"
+  # The unit tests as one process per core (gtest's shards; scripts/ci/unit_shards.sh): under
+  # ASan every process pays seconds to start and to check for leaks at exit. The MPI tests stay
+  # under ctest (mpirun per rank count).
   [ -n "$exclude" ] && echo "sanitize.sh: exclusions apply to ctest only (the MPI tests)"
-  pids=()
-  for ((i = 0; i < shards; i++)); do
-    (cd "$BUILD_DIR/tests" && GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
-      timeout 3600 ./hypic_unit_tests --gtest_brief=1 --gtest_output="xml:$SHARD_DIR/$i.xml" \
-      >"$SHARD_DIR/$i.out" 2>&1) &
-    pids+=($!)
-  done
-  for ((i = 0; i < shards; i++)); do
-    if wait "${pids[$i]}"; then
-      echo "sanitize.sh: unit tests, shard $((i + 1)) of $shards:" \
-        "$(grep -E '^\[  PASSED  \]' "$SHARD_DIR/$i.out" | tail -1)"
-    else
-      status=1
-      echo "sanitize.sh: unit tests, shard $((i + 1)) of $shards FAILED:"
-      # The failures with their messages (a CLI test's message holds the child's stderr),
-      # without the tests' own "[ tag ] ..." lines; the whole output stays in $SHARD_DIR.
-      grep -vE '^\[ [a-z]' "$SHARD_DIR/$i.out" | head -200 || true
-      echo "sanitize.sh: (whole output: $SHARD_DIR/$i.out)"
-    fi
-  done
-  # Where the shards' time went (gtest's XML reports), for whoever trims this job next.
-  echo "sanitize.sh: the 8 slowest unit tests under ASan:"
-  cat "$SHARD_DIR"/*.xml 2>/dev/null |
-    sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".* classname="\([^"]*\)".*/\2 \3.\1/p' |
-    sort -rn | head -8 | sed 's/^/  /' || true
+  bash scripts/ci/unit_shards.sh "$BUILD_DIR" "sanitize.sh (ASan)" || status=1
   ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1800 -j "$(nproc)" \
     -R '^mpi_tests_np' ${exclude:+-E "$exclude"} || status=$?
 fi
 tested=$(date +%s)
 
-# Sanitizer logs: errors and UB always fail; a leak fails when a frame of its allocation stack
-# lies in hypic's sources (what the suppressions left is listed, the rest only counted).
+# Sanitizer logs: errors and UB always fail; a leak fails when the first frame of its
+# allocation stack past the allocator lies in hypic's sources (scripts/ci/leak_judge.py; what
+# the suppressions left is listed, the rest only counted).
 shopt -s nullglob
 logs=("$LOG_DIR"/*)
 errors=0
@@ -169,17 +147,17 @@ for log in "${logs[@]}"; do
     errors=$((errors + 1))
   elif grep -q 'ERROR: LeakSanitizer' "$log"; then
     leak_logs=$((leak_logs + 1))
-    # A frame in hypic's sources, named by absolute path (a plain build) or by a path relative
-    # to the build directory (a build through ccache with CCACHE_BASEDIR); the sanitizer
-    # runtime's own src/libsanitizer frames do not count.
-    if grep -qP "\\Q$ROOT\\E/(src|kernels|tests)/| (\\.\\./)+(?!src/libsanitizer/)(src|kernels|tests)/" \
-      "$log"; then
-      echo "sanitize.sh: leak from hypic's code in $log:"
-      sed -n 1,80p "$log"
-      errors=$((errors + 1))
-    fi
   fi
 done
+if [ "$leak_logs" -gt 0 ]; then
+  judged=$(python3 scripts/ci/leak_judge.py "$ROOT" "${logs[@]}")
+  hypic_leaks=$(printf '%s\n' "$judged" | sed -n 's/^hypic-leaks //p')
+  if [ "${hypic_leaks:-1}" != 0 ]; then
+    echo "sanitize.sh: leaks from hypic's code:"
+    printf '%s\n' "$judged" | head -200
+    errors=$((errors + 1))
+  fi
+fi
 echo "sanitize.sh: ${#logs[@]} sanitizer logs, $leak_logs with leaks not suppressed" \
   "(libraries' own: see $LOG_DIR); $errors fail the job"
 
