@@ -1,5 +1,6 @@
 # The CUDA backend: on by default when a CUDA compiler is found. Result: HYPIC_CUDA and,
-# when on, the CUDA language enabled plus CUDA::cublas / CUDA::cudart and NCCL found.
+# when on, the CUDA language enabled plus CUDA::cublas / CUDA::cudart and NCCL found (linked
+# into the CUDA module only: kernels/CMakeLists.txt).
 include(CheckLanguage)
 if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS "/usr/local/cuda/bin/nvcc")
   set(CMAKE_CUDA_COMPILER "/usr/local/cuda/bin/nvcc" CACHE FILEPATH "CUDA compiler")
@@ -29,5 +30,5 @@ if(HYPIC_CUDA)
   find_path(HYPIC_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include
             /usr/include REQUIRED)
   set(HYPIC_CUDA_SUMMARY
-      "on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES}, cuBLAS, NCCL ${HYPIC_NCCL_LIB})")
+      "on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES}, cuBLAS, NCCL ${HYPIC_NCCL_LIB}; module libhypic_cuda.so beside hypic, loaded on first use)")
 endif()

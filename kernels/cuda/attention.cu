@@ -115,9 +115,10 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   if (d.T == 0) return;
   if (d.n_kv < d.T || d.Hkv <= 0 || d.H % d.Hkv != 0)
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
-  if (d.positions != nullptr) {
+  if (d.positions != nullptr && !d.positions_checked) {
     // The host's check on a host copy (T ints; the copy waits for the compute queued so far,
     // which wrote them): a kernel reading positions[t] past n_kv would read keys out of range.
+    // Skipped when the caller checked them before the upload (AttentionDims::positions_checked).
     std::vector<int> host(static_cast<size_t>(d.T));
     check(cudaMemcpy(host.data(), d.positions, host.size() * sizeof(int), cudaMemcpyDeviceToHost),
           "cudaMemcpy D2H (attention_causal positions)");

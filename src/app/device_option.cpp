@@ -15,9 +15,15 @@ void add_device_option(CLI::App* sub, std::string& device) {
 }
 
 DeviceChoice choose_device(const std::string& device, bool device_path) {
+  DeviceChoice d;
+  if (device == "cpu") {  // the CUDA module is not even loaded (kernels/cuda/module_loader.cpp)
+    d.backend = &kernels::host_backend();
+    d.name = "cpu";
+    d.label = "cpu";
+    return d;
+  }
   const kernels::DeviceInfo info = kernels::cuda_device_info();
   const bool gpu = info.compiled && info.count > 0;
-  DeviceChoice d;
   if (device == "cuda") {
     HYPIC_REQUIRE(info.compiled,
                   "--device cuda: hypic was not compiled with CUDA (reconfigure with "

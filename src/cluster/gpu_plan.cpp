@@ -93,7 +93,14 @@ GpuPlan bind_gpus(MPI_Comm comm, const WorldInfo& world, bool on_gpu) {
   std::vector<RankGpu> ranks;
   for (int r = 0; r < world.size; ++r)
     ranks.push_back({nodes[static_cast<size_t>(r)], gpus[static_cast<size_t>(r)]});
-  plan.entries = choose_entry_path(ranks, nccl_entry_transfer_missing());
+  // NCCL is asked about (which loads the CUDA module) only when the ranks compute on GPUs; on
+  // the host the path is host-mpi whatever it says, but a bad HYPIC_ENTRY_PATH is still refused.
+  std::string nccl;
+  if (on_gpu)
+    nccl = nccl_entry_transfer_missing();
+  else
+    entry_path_override(std::getenv("HYPIC_ENTRY_PATH"));
+  plan.entries = choose_entry_path(ranks, nccl);
   if (plan.entries.path == EntryPath::Nccl) plan.link = open_nccl_link(comm);
   return plan;
 }

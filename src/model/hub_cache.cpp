@@ -48,8 +48,12 @@ HubCacheRoot hub_cache_root(const std::map<std::string, std::string>& env) {
   if (std::string v = get(env, "XDG_CACHE_HOME"); !v.empty())
     return {(fs::path(v) / "huggingface" / "hub").string(), "XDG_CACHE_HOME"};
   const std::string home = get(env, "HOME");
-  return {(fs::path(home.empty() ? "~" : home) / ".cache" / "huggingface" / "hub").string(),
-          "the default"};
+  // A literal "~" would name a folder of that name in the working directory.
+  HYPIC_REQUIRE(!home.empty(),
+                "the Hugging Face hub cache has no location: HOME is unset and none of "
+                "HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME is set (set HF_HUB_CACHE to the cache "
+                "folder, or give --model a folder)");
+  return {(fs::path(home) / ".cache" / "huggingface" / "hub").string(), "the default"};
 }
 
 HubCacheRoot hub_cache_root() {
@@ -117,6 +121,8 @@ std::string resolve_model_location(const std::string& text, const HubCacheRoot& 
 }
 
 std::string resolve_model_location(const std::string& text) {
+  std::error_code ec;
+  if (fs::exists(text, ec) || !looks_like_hub_id(text)) return text;  // no cache needed
   return resolve_model_location(text, hub_cache_root());
 }
 

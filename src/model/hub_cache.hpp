@@ -17,7 +17,8 @@ struct HubCacheRoot {
   std::string from;
 };
 
-// The cache folder from the given environment (name -> value; unset names absent).
+// The cache folder from the given environment (name -> value; unset names absent). Throws
+// hypic::Error, one line, when none of them is set, HOME included.
 HubCacheRoot hub_cache_root(const std::map<std::string, std::string>& env);
 // The same from this process's environment.
 HubCacheRoot hub_cache_root();
@@ -29,6 +30,7 @@ bool looks_like_hub_id(const std::string& text);
 // or is not shaped like a hub id; otherwise the hub snapshot's folder. Throws hypic::Error,
 // one line naming where it looked, when the model, the revision or a file's blob is missing.
 std::string resolve_model_location(const std::string& text, const HubCacheRoot& root);
+// The same with this process's hub cache, which is looked up only when `text` is a hub id.
 std::string resolve_model_location(const std::string& text);
 
 }  // namespace hypic::model

@@ -127,6 +127,7 @@ void set_query_positions(const kernels::Backend& be, const std::vector<int>& pos
   int* dev = ws.ints(positions.size());
   be.copy_from_host(dev, positions.data(), positions.size() * sizeof(int));
   dims.positions = dev;
+  dims.positions_checked = true;  // the device kernel need not copy them back to check them
 }
 
 void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,

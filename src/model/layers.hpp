@@ -116,7 +116,9 @@ void accumulate_transition(const kernels::Backend& be, LayerCache& cache, const 
 std::vector<int> cache_spans(const Span* spans, int n_spans, LayerCache& cache,
                              const AfterSpan* after, Lap& lap, ForwardTimes& times,
                              const std::function<void(const Span&)>& append);
-// dims.positions ← positions, in the backend's memory (left null when positions is empty).
+// dims.positions ← positions, in the backend's memory (left null when positions is empty). For a
+// device backend they are checked here while still host memory (check_query_positions) and
+// dims.positions_checked is set, so the device kernel need not copy them back to check them.
 void set_query_positions(const kernels::Backend& be, const std::vector<int>& positions,
                          kernels::AttentionDims& dims, Workspace& ws);
 

@@ -26,6 +26,7 @@
 #include "hypic/kernels/backend.hpp"
 #include "hypic/kernels/device.hpp"
 #include "hypic/tensor.hpp"
+#include "op_reference.hpp"
 
 namespace {
 using hypic::Device;
@@ -34,6 +35,8 @@ using hypic::Tensor;
 using hypic::kernels::Backend;
 namespace kn = hypic::kernels;
 using Vec = std::vector<float>;
+using hypic::ref::randn;  // the inputs, shared with the op harness (op_reference.hpp)
+using hypic::ref::uniform;
 
 // Device against host, relative to max(1, max |host|). The device may compute products and
 // attention from bf16 inputs with f32 accumulation (issue #45's tensor-core path): 2e-2.
@@ -46,18 +49,6 @@ bool real_sizes() {
   return env != nullptr && std::string(env) == "1";
 }
 
-Vec randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  Vec v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-Vec uniform(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  Vec v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 // Rows of `dk` scaled to norm `scale` (the layers' L2-normalised keys and queries).
 Vec unit_rows(Vec x, int dk, double scale) {
   for (size_t r = 0; r < x.size() / dk; ++r) {

@@ -253,10 +253,15 @@ TEST(DevicePlumbing, QueryPositionsAreCheckedBeforeTheyGoUp) {
     EXPECT_THROW(kn::check_query_positions(bad.data(), dims.T, dims.n_kv), std::invalid_argument);
   }
   EXPECT_EQ(dev.host_to_device, up) << "refused positions never reach the device";
+  EXPECT_FALSE(dims.positions_checked);
   const std::vector<int> good{0, 4, 9};
   model::set_query_positions(dev, good, dims, ws);
   EXPECT_NE(dims.positions, nullptr);
   EXPECT_GT(dev.host_to_device, up);
+  // Checked on the host, so the device op does not copy them back (a stream sync per call) to
+  // check them again; a caller that uploads positions itself leaves the flag unset and the op
+  // checks them (the op harness's positions cases).
+  EXPECT_TRUE(dims.positions_checked);
 }
 
 }  // namespace

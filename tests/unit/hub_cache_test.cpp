@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.hpp"
 #include "error_of.hpp"
@@ -65,6 +67,20 @@ TEST(HubCache, RootFollowsHfHubCacheThenHfHomeThenDefault) {
   EXPECT_EQ(hub_cache_root({{"HOME", "/u"}}).path, "/u/.cache/huggingface/hub");
   EXPECT_EQ(hub_cache_root({{"HF_HUB_CACHE", ""}, {"HOME", "/u"}}).path,
             "/u/.cache/huggingface/hub");  // set but empty counts as unset
+}
+
+// Without HOME and without any of the cache settings there is no cache folder: one line says
+// so (it used to resolve to a literal "~/.cache/..." under the working directory).
+TEST(HubCache, NoHomeAndNoSettingIsOneClearError) {
+  for (const auto& env : std::vector<std::map<std::string, std::string>>{
+           {}, {{"HOME", ""}, {"HF_HOME", ""}, {"HF_HUB_CACHE", ""}}}) {
+    const std::string e = error_of([&] { hub_cache_root(env); });
+    EXPECT_NE(e.find("HOME is unset"), std::string::npos) << e;
+    EXPECT_NE(e.find("HF_HUB_CACHE"), std::string::npos) << e;
+    EXPECT_NE(e.find("HF_HOME"), std::string::npos) << e;
+    EXPECT_EQ(e.find('~'), std::string::npos) << e;
+  }
+  EXPECT_EQ(hub_cache_root({{"HF_HOME", "/h"}}).path, "/h/hub");  // HOME not needed then
 }
 
 TEST(HubCache, HubIdShape) {
@@ -194,4 +210,12 @@ TEST(HubCacheCli, ModelInfoAndTokenizeTakeAHubId) {
       cli_test::run_shell(tmp.file(""), env + HYPIC_BINARY + " model info --model hypic/other");
   cli_test::expect_one_line_error(missing, "models--hypic--other");
   EXPECT_NE(missing.err.find("HF_HUB_CACHE"), std::string::npos) << missing.err;
+  // No HOME and no cache setting: a hub id is refused in one line; a folder needs no cache.
+  const std::string bare = "env -u HOME -u HF_HOME -u HF_HUB_CACHE -u XDG_CACHE_HOME ";
+  cli_test::expect_one_line_error(
+      cli_test::run_shell(tmp.file(""), bare + HYPIC_BINARY + " model info --model hypic/synthqa"),
+      "HOME is unset and none of HF_HUB_CACHE, HF_HOME");
+  const cli_test::CliRun folder = cli_test::run_shell(
+      tmp.file(""), bare + HYPIC_BINARY + " model info --model " + model.string());
+  EXPECT_EQ(folder.code, 0) << folder.err;
 }

@@ -8,11 +8,26 @@
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace hypic::ref {
 
 using Vec = std::vector<float>;
+
+// Random inputs of the op harness and the real-shape cases (backend_real_shapes_test.cpp).
+inline Vec randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  Vec v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+inline Vec uniform(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  Vec v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
 
 inline double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));

@@ -17,6 +17,11 @@ struct AttentionDims {
   // sees keys 0 … positions[t]: several blocks separated by cached keys at once (pic's junction
   // windows).
   const int* positions = nullptr;
+  // The caller has already run check_query_positions on these positions while they were host
+  // memory (model::set_query_positions does, before the upload). A device backend then skips
+  // its own check, which copies them back to the host and waits for the stream on every call;
+  // unset, it checks them itself (attention_checks.hpp).
+  bool positions_checked = false;
 };
 
 // Floats of scratch attention_causal needs for these dims.

@@ -2,7 +2,9 @@
 // CUDA device discovery and the device-against-host self check. The CUDA ops themselves are
 // reached through cuda_backend() (backend.hpp). When hypic is built without CUDA these still
 // link, and throw hypic::Error("hypic was not compiled with CUDA ...")
-// (kernels/cuda/not_compiled.cpp).
+// (kernels/cuda/not_compiled.cpp). With CUDA they forward to the CUDA module, loaded on the
+// first call (kernels/cuda/module_loader.cpp); one that cannot be loaded throws hypic::Error
+// naming its path and dlerror(), and cuda_device_info() reports it with 0 devices.
 #include <cstdint>
 #include <string>
 
