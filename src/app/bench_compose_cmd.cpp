@@ -78,6 +78,22 @@ void print_run(const bench::ComposeOptions& a, const ComposeRun& run) {
     for (const auto& [dtype, bytes] : row.by_dtype) std::printf(" %12zu", bytes);
     std::printf("%s\n", row.chosen ? "  <- kept" : row.exact ? "" : "  (not exact here)");
   }
+  if (!r.entry_forms.empty()) {
+    std::printf(
+        "  per-head forms of T (docs/entry-forms.md), bf16 bytes of the layer (T + S + conv), "
+        "state error against the dense T's composition:\n");
+    std::printf("    %-10s %6s %6s %6s %6s %6s %12s %12s %7s %10s %10s %10s\n", "tolerance",
+                "absent", "scalar", "diag", "lowrk", "dense", "dense B", "chosen B", "ratio",
+                "max bound", "state err", "T*S_in/S");
+    for (const bench::EntryFormsRow& row : r.entry_forms)
+      std::printf(
+          "    %-10.3g %6lld %6lld %6lld %6lld %6lld %12zu %12zu %7.3f %10.3g %10.3g %10.3g\n",
+          row.tolerance, static_cast<long long>(row.heads[0]), static_cast<long long>(row.heads[1]),
+          static_cast<long long>(row.heads[2]), static_cast<long long>(row.heads[3]),
+          static_cast<long long>(row.heads[4]), row.dense_bytes_bf16, row.chosen_bytes_bf16,
+          static_cast<double>(row.chosen_bytes_bf16) / row.dense_bytes_bf16, row.max_bound,
+          row.state_error, row.state_contribution);
+  }
 }
 
 nlohmann::json run_json(const bench::ComposeOptions& a, const ComposeRun& run) {
@@ -88,6 +104,20 @@ nlohmann::json run_json(const bench::ComposeOptions& a, const ComposeRun& run) {
     bytes[row.structure]["exact"] = row.exact;
     bytes[row.structure]["kept"] = row.chosen;
   }
+  nlohmann::json forms = nlohmann::json::array();
+  for (const bench::EntryFormsRow& row : r.entry_forms)
+    forms.push_back({{"tolerance", row.tolerance},
+                     {"heads",
+                      {{"absent", row.heads[0]},
+                       {"scalar", row.heads[1]},
+                       {"diagonal", row.heads[2]},
+                       {"lowrank", row.heads[3]},
+                       {"dense", row.heads[4]}}},
+                     {"dense_bytes_bf16", row.dense_bytes_bf16},
+                     {"chosen_bytes_bf16", row.chosen_bytes_bf16},
+                     {"max_bound", row.max_bound},
+                     {"state_error", row.state_error},
+                     {"state_contribution", row.state_contribution}});
   return {{"source", run.source},
           {"arch", r.arch},
           {"layer", r.layer},
@@ -113,7 +143,8 @@ nlohmann::json run_json(const bench::ComposeOptions& a, const ComposeRun& run) {
           {"lowrank_max_tokens", r.lowrank_max_tokens},
           {"entry_layer_bytes_bf16", r.entry_layer_bytes_bf16},
           {"entry_bytes_per_cached_token_bf16", r.entry_bytes_per_token_bf16},
-          {"summary_bytes", bytes}};
+          {"summary_bytes", bytes},
+          {"entry_forms", forms}};
 }
 
 }  // namespace
@@ -149,6 +180,13 @@ void add_bench_compose(CLI::App& bench) {
                   "override the linear value heads (lightning: the heads; 0: the config's)");
   sub->add_option("--head-dim", o.head_dim, "override the key and value head dim (0: keep)");
   sub->add_option("--reps", o.reps, "timed repetitions (median)")->capture_default_str();
+  sub->add_option("--entry-tolerances", o.entry_tolerances,
+                  "per-head forms of T at these tolerances (docs/entry-forms.md)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--remembering", o.remembering,
+                "Gated DeltaNet decays of a memory of tens to hundreds of tokens (the PIC "
+                "tests'), not the initialiser's");
   sub->add_option("--json", a->json, "write the figures to this JSON file");
   add_device_option(sub, a->device);
   on_run(sub, [a] {

@@ -45,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 struct EvalArgs {
   std::string model, dataset, input, modes = "full,prefix,pic,pic-addition", out, junction = "8",
                                      store, templates = eval::kDefaultTemplatesPath, dtype = "bf16",
-                                     device, reference;
+                                     device, reference, entry_tolerance = "auto";
   size_t limit = 0;
   int max_new_tokens = 0;    // 0: the template's max_answer_tokens
   int no_repeat_ngram = -1;  // -1: the template's no_repeat_ngram
@@ -102,6 +102,7 @@ struct EvalRun {
       : a(args), modes(parse_modes(args.modes)), junction(pic::JunctionSpec::parse(args.junction)) {
     require_plain_name(a.dataset, "--dataset");  // OUT/<mode>/<dataset>.jsonl stays in OUT
     mib_to_bytes(a.memory_budget_mib, "--memory-budget");
+    pic::parse_entry_tolerance(a.entry_tolerance, DType::BF16);  // before anything loads
     for (pic::Mode mo : modes) any_entries = any_entries || pic::uses_entries(mo);
   }
   const EvalArgs& a;
@@ -166,6 +167,8 @@ void warm_up(EvalRun& run) {
     for (const auto& s : p.query.segments) segs.push_back(s);
   cluster::WarmupOptions wo;
   wo.junction = run.junction;
+  // "auto" follows --dtype, as on the workers (which never see the store).
+  wo.entry_tolerance = pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype));
   wo.cost = cluster::load_cost_model_or_default(run.store_path);
   wo.after_death =
       "the store " + run.store_path + " keeps every entry committed so far; rerun to resume";
@@ -196,6 +199,7 @@ eval::ModeScorer run_mode(EvalRun& run, pic::Mode mode, const std::string& predi
   eo.mode = mode;
   eo.junction = run.junction;
   eo.memory_budget_bytes = mib_to_bytes(a.memory_budget_mib, "--memory-budget");
+  eo.entry_tolerance = a.entry_tolerance;
   eo.keep_first_logits = true;  // first-token KL to full
   eo.measure_state_contribution = pic::uses_entries(mode);
   const bool entries = pic::uses_entries(mode);
@@ -281,7 +285,8 @@ int run_eval(const EvalArgs& a) {
     // A worker: the warm-up's entries, then the modes' cold segments; rank 0 ends each round.
     if (!run.any_entries) return 0;
     LoadedPicModel m = load_pic_model(a.model, *device.backend);
-    cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get());
+    cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get(),
+                        pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype)));
     cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get());
     return 0;
   }
@@ -342,6 +347,11 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--memory-budget", a->memory_budget_mib, "MiB of RAM for the memory tier")
       ->capture_default_str();
   sub->add_option("--dtype", a->dtype, "element type of a store created here")
+      ->capture_default_str();
+  sub->add_option("--entry-tolerance", a->entry_tolerance,
+                  "T in per-head forms within this bound on the state error relative to ||S(C|0)|| "
+                  "(docs/entry-forms.md): auto (the store dtype's unit roundoff) or a number >= 0 "
+                  "(0: dense T, today's entries)")
       ->capture_default_str();
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")

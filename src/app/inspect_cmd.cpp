@@ -1,10 +1,14 @@
 // `hypic inspect`: what a segment store holds, and (--verify) whether every entry is intact.
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "app/commands.hpp"
 #include "common/printable.hpp"
+#include "pic/entry_forms.hpp"
 #include "pic/junction.hpp"
 #include "store/segment_store.hpp"
 
@@ -14,10 +18,71 @@ namespace {
 struct InspectArgs {
   std::string store;
   bool verify = false;
+  bool forms = false;
 };
 
 double mib(uint64_t bytes) {
   return static_cast<double>(bytes) / 1048576.0;
+}
+
+// --forms: every entry read; its linear layers' T by form (entry_forms.hpp) and each layer's
+// bytes (T, S, conv). T in today's layout counts as its structure: dense [H, dk, dk], scalar
+// [H] (lightning layers), or the WY form (T [H, dk] with X and Y).
+void print_forms(store::SegmentStore& st) {
+  const size_t el = dtype_size(st.dtype());
+  pic::FormTally tally;
+  int64_t wy_heads = 0, wy_values = 0;
+  std::map<int, std::map<std::string, uint64_t>> by_layer;  // layer -> T / S / conv -> bytes
+  for (const std::string& key : st.keys()) {
+    std::optional<store::Entry> e = st.get(key);
+    if (!e) continue;
+    for (const auto& [name, t] : e->arrays) {
+      if (name.rfind("linear/", 0) != 0) continue;
+      const size_t slash = name.find('/', 7);
+      const int layer = std::stoi(name.substr(7, slash - 7));
+      const std::string what = name.substr(slash + 1);
+      const std::string part = what == "S" || what == "conv" ? what : "T";
+      by_layer[layer][part] += static_cast<uint64_t>(t.numel()) * el;
+      const std::string base = "linear/" + std::to_string(layer) + "/";
+      if (what == "Tform") {
+        const auto s = e->arrays.find(base + "S");
+        const auto pk = e->arrays.find(base + "Tpack");
+        if (s == e->arrays.end() || s->second.rank() != 3) continue;
+        pic::PackedT p;
+        p.forms = t.to_vector();
+        if (pk != e->arrays.end()) p.packed = pk->second.to_vector();
+        for (size_t h = 0; 2 * h + 1 < p.forms.size(); ++h) {
+          pic::HeadChoice c;
+          c.form = static_cast<pic::HeadForm>(static_cast<int>(p.forms[2 * h]));
+          c.rank = static_cast<int>(p.forms[2 * h + 1]);
+          p.choices.push_back(c);
+        }
+        pic::tally(p, static_cast<int>(s->second.dim(1)), tally);
+      } else if (what == "T" && t.rank() == 3) {
+        tally.heads[static_cast<int>(pic::HeadForm::Dense)] += t.dim(0);
+        tally.floats[static_cast<int>(pic::HeadForm::Dense)] += t.numel();
+      } else if (what == "T" && t.rank() == 1) {
+        tally.heads[static_cast<int>(pic::HeadForm::Scalar)] += t.dim(0);
+        tally.floats[static_cast<int>(pic::HeadForm::Scalar)] += t.numel();
+      } else if (what == "T" || what == "X" || what == "Y") {  // the WY form
+        if (what == "T") wy_heads += t.dim(0);
+        wy_values += t.numel();
+      }
+    }
+  }
+  std::printf("T by form      (every entry read; bytes as stored)\n");
+  std::printf("  %-12s %10s %12s\n", "form", "heads", "MiB");
+  for (int f = 0; f < pic::kHeadForms; ++f)
+    std::printf("  %-12s %10lld %12.4f\n", pic::head_form_name(static_cast<pic::HeadForm>(f)),
+                static_cast<long long>(tally.heads[f]),
+                mib(static_cast<uint64_t>(tally.floats[f]) * el));
+  if (wy_heads > 0)
+    std::printf("  %-12s %10lld %12.4f\n", "WY (KDA)", static_cast<long long>(wy_heads),
+                mib(static_cast<uint64_t>(wy_values) * el));
+  std::printf("per layer      %12s %12s %12s\n", "T MiB", "S MiB", "conv MiB");
+  for (auto& [layer, parts] : by_layer)
+    std::printf("  linear %-5d %12.4f %12.4f %12.4f\n", layer, mib(parts["T"]), mib(parts["S"]),
+                mib(parts["conv"]));
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -35,6 +100,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("payload        %.2f MiB (file %.2f MiB)\n", mib(s.payload_bytes), mib(s.file_bytes));
   for (const auto& [kind, bytes] : s.bytes_by_kind)
     std::printf("  %-12s %10.2f MiB\n", kind.c_str(), mib(bytes));
+  if (a.forms) print_forms(st);
   if (!a.verify) return 0;
 
   const store::VerifyReport v = st.verify();
@@ -72,6 +138,8 @@ void add_inspect_command(CLI::App& app) {
   auto a = std::make_shared<InspectArgs>();
   sub->add_option("--store", a->store, "segment store (HDF5)")->required();
   sub->add_flag("--verify", a->verify, "read every entry and check its checksum");
+  sub->add_flag("--forms", a->forms,
+                "read every entry: bytes of T by per-head form, and T / S / conv bytes per layer");
   on_run(sub, [a] { return run_inspect(*a); });
 }
 

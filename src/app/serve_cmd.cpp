@@ -39,7 +39,8 @@ using nlohmann::json;
 
 struct ServeArgs {
   std::string model, store, queries, corpus, mode = "pic", out, junction = "8",
-                                             on_bad_line = "fail", dtype = "bf16", device;
+                                             on_bad_line = "fail", dtype = "bf16", device,
+                                             entry_tolerance = "auto";
   double memory_budget_mib = 1024;
   int max_new_tokens = 16;
   int ranks = 0;
@@ -91,6 +92,7 @@ Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
   eo.mode = mode;
   eo.junction = junction;
   eo.memory_budget_bytes = mib_to_bytes(a.memory_budget_mib, "--memory-budget");
+  eo.entry_tolerance = a.entry_tolerance;
   eo.keep_first_logits = eo.keep_last_hidden = a.compare_full;
   eo.answer_when_store_is_full = true;  // a full disk: said once, answered without caching
   s.engine = std::make_unique<pic::Engine>(*m.model, m.fingerprint, eo, s.st.get());
@@ -178,6 +180,7 @@ int run_serve(const ServeArgs& a) {
   const pic::JunctionSpec junction = pic::JunctionSpec::parse(a.junction);
   const BadLinePolicy policy = parse_bad_line_policy(a.on_bad_line);
   mib_to_bytes(a.memory_budget_mib, "--memory-budget");  // checked before anything loads
+  pic::parse_entry_tolerance(a.entry_tolerance, DType::BF16);
   // Before the model loads, on every rank: a folder, FIFO or device is no input file.
   if (!a.corpus.empty()) require_regular_file(a.corpus, "--corpus");
   require_regular_file(a.queries, "--queries");
@@ -280,6 +283,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--memory-budget", a->memory_budget_mib,
                   "MiB of RAM for hot entries (pic) or prefix snapshots (prefix)")
+      ->capture_default_str();
+  sub->add_option("--entry-tolerance", a->entry_tolerance,
+                  "T in per-head forms within this bound on the state error relative to ||S(C|0)|| "
+                  "(docs/entry-forms.md): auto (the store dtype's unit roundoff) or a number >= 0 "
+                  "(0: dense T, today's entries)")
       ->capture_default_str();
   sub->add_option("--max-new-tokens", a->max_new_tokens, "default answer length")
       ->capture_default_str();

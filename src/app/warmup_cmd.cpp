@@ -23,7 +23,8 @@
 namespace hypic::app {
 namespace {
 struct WarmupArgs {
-  std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail", device;
+  std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail", device,
+                                    entry_tolerance = "auto";
   int ranks = 0;
   bool sync = false;
   bool repair = false;
@@ -82,6 +83,9 @@ std::string space_still_needed(const store::SegmentStore& st,
 }
 
 int run_warmup(const WarmupArgs& a) {
+  // "auto" follows --dtype on every rank (workers choose the forms before rank 0's store opens).
+  const double entry_tolerance =
+      pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype));
   require_regular_file(a.corpus, "--corpus");  // before the model loads, on every rank
   const DeviceChoice device = choose_device(a.device);
   cluster::check_world_size(a.ranks);
@@ -94,6 +98,7 @@ int run_warmup(const WarmupArgs& a) {
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   cluster::WarmupOptions wo;
   wo.junction = junction;
+  wo.entry_tolerance = entry_tolerance;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
     cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
     return 0;
@@ -171,6 +176,11 @@ void add_warmup_command(CLI::App& app) {
   sub->add_option("--dtype", a->dtype, "stored element type of a new store: f32, bf16, f16")
       ->capture_default_str();
   sub->add_option("--on-bad-line", a->on_bad_line, "fail | skip")->capture_default_str();
+  sub->add_option("--entry-tolerance", a->entry_tolerance,
+                  "T in per-head forms within this bound on the state error relative to ||S(C|0)|| "
+                  "(docs/entry-forms.md): auto (the store dtype's unit roundoff) or a number >= 0 "
+                  "(0: dense T, today's entries)")
+      ->capture_default_str();
   sub->add_flag("--repair", a->repair,
                 "verify every stored entry first and recompute damaged ones");
   sub->add_option("--ranks", a->ranks,

@@ -17,6 +17,7 @@
 #include "model/layers_lightning.hpp"
 #include "model/layers_ring.hpp"
 #include "model/presets.hpp"
+#include "pic/entry_forms.hpp"
 #include "pic/linear_summary.hpp"
 #include "pic/segment_entry.hpp"
 
@@ -185,7 +186,12 @@ ComposeResult run_compose(const ComposeOptions& a) {
 
   const kernels::Backend& be = kernels::host_backend();
   const model::ModelConfig one = one_layer_config(cfg, kind);
-  const model::LayerWeights lw = one_layer_weights(cfg, one);
+  model::LayerWeights lw = one_layer_weights(cfg, one);
+  if (a.remembering && kind == LayerKind::Linear) {  // as tests/unit/pic_test_util.hpp
+    std::mt19937 arng(5);
+    std::uniform_real_distribution<float> log_a(std::log(0.005f), std::log(0.1f));
+    for (float& v : lw.linear.A_log.values()) v = log_a(arng);
+  }
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   Tensor x({T, cfg.hidden_size});
@@ -264,6 +270,52 @@ ComposeResult run_compose(const ComposeOptions& a) {
   r.entry_layer_bytes_bf16 = pic::summary_bytes(form, Hv, dk, dv, sum.rank, DType::BF16) +
                              static_cast<size_t>(r.conv_values) * dtype_size(DType::BF16);
   r.entry_bytes_per_token_bf16 = static_cast<double>(r.entry_layer_bytes_bf16) / cached;
+
+  // Per-head forms of a dense T: the incoming state is what the layer leaves after another
+  // segment of as many tokens (fresh random inputs, from a zero state).
+  if (form == pic::TStructure::Dense && !a.entry_tolerances.empty()) {
+    Tensor xp({T, cfg.hidden_size}), outp({T, cfg.hidden_size});
+    for (int64_t i = 0; i < xp.numel(); ++i) xp.data()[i] = normal(rng);
+    std::memset(cache.state.data(), 0, cache.state.bytes());
+    if (cache.conv.rank() > 0) std::memset(cache.conv.data(), 0, cache.conv.bytes());
+    cache.transition = Tensor();
+    const std::vector<model::Span> span = {{0, T, 0}};
+    run_layer(be, cfg, l, lw, xp.data(), outp.data(), span, cache, ws, nullptr);
+    const std::vector<float> s_in = cache.state.to_vector();
+    std::vector<float> exact = s_in;
+    pic::apply(be, sum, exact.data());
+    const double contribution = pic::state_contribution(be, sum, s_in.data());
+    double exact_norm = 0;
+    for (float v : exact) exact_norm += double(v) * v;
+    exact_norm = std::sqrt(exact_norm);
+    const size_t s_floats = sum.s.size() + static_cast<size_t>(r.conv_values);
+    for (double tol : a.entry_tolerances) {
+      EntryFormsRow row;
+      row.tolerance = tol;
+      row.state_contribution = contribution;
+      const pic::PackedT p = pic::pack_t(sum, tol);
+      for (const pic::HeadChoice& c : p.choices) {
+        ++row.heads[static_cast<int>(c.form)];
+        row.max_bound = std::max(row.max_bound, c.bound);
+      }
+      row.dense_bytes_bf16 = (sum.t.size() + s_floats) * dtype_size(DType::BF16);
+      row.chosen_bytes_bf16 =
+          p.all_dense() ? row.dense_bytes_bf16
+                        : (p.forms.size() + p.packed.size() + s_floats) * dtype_size(DType::BF16);
+      pic::LinearSummary approx = sum;
+      const std::string problem = pic::unpack_t(p.forms, p.packed, approx);
+      HYPIC_REQUIRE(problem.empty(), "bench compose: " + problem);
+      std::vector<float> composed = s_in;
+      pic::apply(be, approx, composed.data());
+      double err = 0;
+      for (size_t i = 0; i < composed.size(); ++i) {
+        const double d = double(composed[i]) - exact[i];
+        err += d * d;
+      }
+      row.state_error = exact_norm > 0 ? std::sqrt(err) / exact_norm : 0.0;
+      r.entry_forms.push_back(row);
+    }
+  }
   return r;
 }
 

@@ -30,6 +30,25 @@ struct ComposeOptions {
   int value_heads = 0;
   int head_dim = 0;
   int reps = 5;  // timed repetitions (median); applying a summary takes max(reps, 20)
+  // Per-head forms of T (pic/entry_forms.hpp) at each tolerance: bytes and state error.
+  std::vector<double> entry_tolerances = {0.001953125, 1e-2, 5e-2};
+  // Gated DeltaNet decays drawn as the PIC tests' remembering models do (A = exp U(log 0.005,
+  // log 0.1): a memory of tens to hundreds of tokens) instead of the initialiser's (A in
+  // [1, 16]: every head forgets within a few tokens, so every T is below any tolerance).
+  bool remembering = false;
+};
+
+// One tolerance's per-head forms of this layer's T (delta rules with a dense T only).
+struct EntryFormsRow {
+  double tolerance = 0;
+  int64_t heads[5] = {};         // absent, scalar, diagonal, lowrank, dense
+  size_t dense_bytes_bf16 = 0;   // T + S (+ conv tail) of the layer, T dense (today)
+  size_t chosen_bytes_bf16 = 0;  // the same with T in the chosen forms (+ the Tform array)
+  double max_bound = 0;          // the largest head bound (entry_forms.hpp (2))
+  // ‖T̂·S_in + S0 − (T·S_in + S0)‖_F / ‖T·S_in + S0‖_F, S_in the state the layer leaves after
+  // another segment of as many random tokens (its state contribution: state_contribution).
+  double state_error = 0;
+  double state_contribution = 0;
 };
 
 // Bytes of T + S of one layer for the segment, in one T structure, per dtype.
@@ -60,6 +79,7 @@ struct ComposeResult {
   size_t entry_layer_bytes_bf16 = 0;      // T + S (+ conv tail) of this layer in a bf16 store
   double entry_bytes_per_token_bf16 = 0;  // the same per cached token (tokens − junction)
   std::vector<SummaryBytes> summary_bytes;  // scalar, diagonal, dense, lowrank (rank = cached)
+  std::vector<EntryFormsRow> entry_forms;   // per tolerance (empty unless T is dense)
 };
 
 ComposeResult run_compose(const ComposeOptions& options);

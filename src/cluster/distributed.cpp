@@ -45,9 +45,11 @@ int comm_size(MPI_Comm comm) {
 
 // pic::compute_entry timed, as the store arrays a worker sends (or rank 0 puts).
 store::Entry compute_store_entry(model::Model& model, const std::vector<int32_t>& tokens, int w,
-                                 double& seconds) {
+                                 double tolerance, double& seconds) {
   const auto t0 = Clock::now();
-  store::Entry e = pic::to_store_entry(pic::compute_entry(model, tokens, w));
+  pic::SegmentEntry computed = pic::compute_entry(model, tokens, w);
+  if (tolerance > 0) pic::choose_entry_forms(computed, tolerance);
+  store::Entry e = pic::to_store_entry(computed);
   seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return e;
 }
@@ -129,7 +131,7 @@ Command next_command(MPI_Comm comm) {
 }  // namespace
 
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
-                kernels::DeviceLink* link) {
+                kernels::DeviceLink* link, double entry_tolerance) {
   announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
@@ -162,7 +164,7 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
         device_sender->send(task.segment, task.key, std::move(arrays));
         return;
       }
-      store::Entry e = compute_store_entry(model, task.tokens, w, seconds);
+      store::Entry e = compute_store_entry(model, task.tokens, w, entry_tolerance, seconds);
       e.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
       sender.send(task.segment, task.key, e);
     });
@@ -203,7 +205,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
                                  store::SegmentStore* store, const WarmupOptions& options) {
   WarmupResult res;
   if (comm_rank(comm) != 0) {
-    run_worker(comm, model, options.junction);
+    run_worker(comm, model, options.junction, nullptr, options.entry_tolerance);
     return res;
   }
   HYPIC_REQUIRE(store != nullptr && store->writable(), "warm-up needs a writable store on rank 0");
@@ -241,7 +243,7 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     for (const Task& t : tasks) {
       const int w = options.junction.tokens_for(static_cast<int64_t>(t.tokens.size()));
       double seconds = 0;
-      store::Entry e = compute_store_entry(model, t.tokens, w, seconds);
+      store::Entry e = compute_store_entry(model, t.tokens, w, options.entry_tolerance, seconds);
       put(t.key, std::move(e), static_cast<int64_t>(t.tokens.size()), seconds);
     }
   } else {

@@ -37,7 +37,7 @@ inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 // worker's device (no download), its values go to rank 0's device through the link, beside the
 // next segment's compute, and MPI carries its layout and compute time (device_entries.hpp).
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
-                kernels::DeviceLink* link = nullptr);
+                kernels::DeviceLink* link = nullptr, double entry_tolerance = 0);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
@@ -52,6 +52,8 @@ struct WarmupOptions {
   std::vector<std::string> labels;
   // Rank 0: ends the message when a worker dies (what became of the store, how to resume).
   std::string after_death = "rerun to resume";
+  // Per-head forms of T (pic/entry_forms.hpp) at this tolerance; 0 keeps T dense.
+  double entry_tolerance = 0;
 };
 
 struct WarmupResult {  // filled on rank 0

@@ -92,6 +92,7 @@ Engine::Engine(model::Model& model, std::string model_fingerprint, EngineOptions
                   "store " + store_->path() + " was made with junction " +
                       JunctionSpec::from_store_code(store_->junction()).to_string() +
                       ", this run uses " + options_.junction.to_string());
+  parse_entry_tolerance(options_.entry_tolerance, DType::BF16);  // throws on a bad value
 }
 
 std::string Engine::entry_key(const std::vector<int32_t>& segment) const {
@@ -268,6 +269,11 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
 std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
                                                       SegmentEntry computed) {
   if (store_ != nullptr) {
+    // Per-head forms of T for host entries (a resident one keeps T dense on its device).
+    if (!computed.resident()) {
+      const double tol = parse_entry_tolerance(options_.entry_tolerance, store_->dtype());
+      if (tol > 0) choose_entry_forms(computed, tol);
+    }
     round_to_dtype(computed, store_->dtype(), &model_.backend());
     if (store_->writable()) {
       try {

@@ -39,6 +39,10 @@ struct EngineOptions {
   // fails; true (serve), one warning line, the store is reopened for reading (its committed
   // entries intact and still served) and the answers go on without caching new entries.
   bool answer_when_store_is_full = false;
+  // Entries written to the store keep T in per-head forms chosen at this tolerance
+  // (entry_forms.hpp, docs/entry-forms.md): "auto" (the store dtype's unit roundoff), or a
+  // number >= 0 (0: T dense, today's entries bit for bit). Without a store, T stays dense.
+  std::string entry_tolerance = "auto";
 };
 
 struct Query {

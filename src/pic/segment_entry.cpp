@@ -47,6 +47,15 @@ Tensor take(store::Entry& stored, const std::string& name, const std::vector<int
   return t;
 }
 
+// A layer's T in per-head forms as its two store arrays (copies: the entry keeps its own).
+void add_packed_t(const LinearLayerEntry& l, store::Entry& out) {
+  const int64_t H = l.summary.heads;
+  out.arrays.emplace(linear_name(l.layer, "Tform"), Tensor::from_vector({H, 2}, l.t_forms));
+  if (!l.t_packed.empty())
+    out.arrays.emplace(linear_name(l.layer, "Tpack"),
+                       Tensor::from_vector({static_cast<int64_t>(l.t_packed.size())}, l.t_packed));
+}
+
 }  // namespace
 
 size_t SegmentEntry::bytes() const {
@@ -54,10 +63,25 @@ size_t SegmentEntry::bytes() const {
   for (const LinearLayerEntry& l : linear)
     total += (l.summary.t.size() + l.summary.x.size() + l.summary.y.size() + l.summary.s.size()) *
                  sizeof(float) +
-             l.conv.bytes() + l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() +
-             l.device.s.bytes();
+             (l.t_forms.size() + l.t_packed.size()) * sizeof(float) + l.conv.bytes() +
+             l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() + l.device.s.bytes();
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
+}
+
+void choose_entry_forms(SegmentEntry& entry, double tolerance, FormTally* tally) {
+  HYPIC_REQUIRE(!entry.resident(), "per-head forms of T are chosen for host entries");
+  for (LinearLayerEntry& l : entry.linear) {
+    LinearSummary& s = l.summary;
+    if (s.structure != TStructure::Dense || !l.t_forms.empty()) continue;
+    PackedT p = pack_t(s, tolerance);
+    if (tally != nullptr) pic::tally(p, s.dk, *tally);
+    if (p.all_dense()) continue;
+    const std::string problem = unpack_t(p.forms, p.packed, s);
+    HYPIC_REQUIRE(problem.empty(), "choose_entry_forms: " + problem);
+    l.t_forms = std::move(p.forms);
+    l.t_packed = std::move(p.packed);
+  }
 }
 
 TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk) {
@@ -286,13 +310,18 @@ store::Entry take_arrays(SegmentEntry&& entry) {
   const bool resident = entry.resident();
   for (LinearLayerEntry& l : entry.linear) {
     LinearSummary& s = l.summary;
-    Tensor t = resident ? std::move(l.device.t) : Tensor::from_vector(t_shape(s), std::move(s.t));
     Tensor st = resident ? std::move(l.device.s)
                          : Tensor::from_vector({s.heads, s.dk, s.dv}, std::move(s.s));
-    t.reshape(t_shape(s));
     st.reshape({s.heads, s.dk, s.dv});
-    out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (!l.t_forms.empty()) {  // per-head forms (host entries only)
+      add_packed_t(l, out);
+      if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), std::move(l.conv));
+      continue;
+    }
+    Tensor t = resident ? std::move(l.device.t) : Tensor::from_vector(t_shape(s), std::move(s.t));
+    t.reshape(t_shape(s));
+    out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
     if (s.structure == TStructure::LowRank) {  // T's WY factors (short KDA segments)
       for (auto [name, host, device] :
            {std::tuple{"X", &s.x, &l.device.x}, std::tuple{"Y", &s.y, &l.device.y}}) {
@@ -317,11 +346,13 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    Tensor t = Tensor::from_vector(t_shape(s), s.t);
-    Tensor st = Tensor::from_vector({s.heads, s.dk, s.dv}, s.s);
-    out.arrays.emplace(linear_name(l.layer, "T"), std::move(t));
-    out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
-    if (s.structure == TStructure::LowRank) {
+    out.arrays.emplace(linear_name(l.layer, "S"), Tensor::from_vector({s.heads, s.dk, s.dv}, s.s));
+    if (!l.t_forms.empty()) {
+      add_packed_t(l, out);
+    } else {
+      out.arrays.emplace(linear_name(l.layer, "T"), Tensor::from_vector(t_shape(s), s.t));
+    }
+    if (l.t_forms.empty() && s.structure == TStructure::LowRank) {
       out.arrays.emplace(linear_name(l.layer, "X"), Tensor::from_vector(xy_shape(s), s.x));
       out.arrays.emplace(linear_name(l.layer, "Y"), Tensor::from_vector(xy_shape(s), s.y));
     }
@@ -341,10 +372,19 @@ store::EntryView store_view(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{t_shape(s), s.t.data()});
     out.arrays.emplace(linear_name(l.layer, "S"),
                        store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
-    if (s.structure == TStructure::LowRank) {
+    if (!l.t_forms.empty()) {
+      out.arrays.emplace(linear_name(l.layer, "Tform"),
+                         store::ArrayView{{s.heads, 2}, l.t_forms.data()});
+      if (!l.t_packed.empty())
+        out.arrays.emplace(
+            linear_name(l.layer, "Tpack"),
+            store::ArrayView{{static_cast<int64_t>(l.t_packed.size())}, l.t_packed.data()});
+    } else {
+      out.arrays.emplace(linear_name(l.layer, "T"), store::ArrayView{t_shape(s), s.t.data()});
+    }
+    if (l.t_forms.empty() && s.structure == TStructure::LowRank) {
       out.arrays.emplace(linear_name(l.layer, "X"), store::ArrayView{xy_shape(s), s.x.data()});
       out.arrays.emplace(linear_name(l.layer, "Y"), store::ArrayView{xy_shape(s), s.y.data()});
     }
@@ -395,6 +435,42 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       // A low-rank T (short KDA segments) comes with its factors X and Y; without them T is
       // dense, whatever the segment's length (stores written before the WY form stay valid).
       const bool lowrank = !scalar && stored.arrays.count(linear_name(l, "X")) > 0;
+      // T in per-head forms (entry_forms.hpp): Tform [Hv, 2] and Tpack, unpacked on the host.
+      if (!scalar && stored.arrays.count(linear_name(l, "Tform")) > 0) {
+        s.heads = static_cast<int>(Hv);
+        s.dk = static_cast<int>(dk);
+        s.dv = static_cast<int>(dv);
+        s.tokens = n - w;
+        auto host_values = [](Tensor t) {
+          return t.device() == Device::Host ? t.take_vector() : t.to(Device::Host).take_vector();
+        };
+        le.t_forms = host_values(take(stored, linear_name(l, "Tform"), {Hv, 2}));
+        const auto pk = stored.arrays.find(linear_name(l, "Tpack"));
+        if (pk != stored.arrays.end()) {
+          HYPIC_REQUIRE(pk->second.rank() == 1, "segment entry array " + pk->first + " has shape " +
+                                                    pk->second.shape_str() + ", not one dimension");
+          le.t_packed = host_values(std::move(pk->second));
+          stored.arrays.erase(pk);
+        }
+        const std::string problem = unpack_t(le.t_forms, le.t_packed, s);
+        HYPIC_REQUIRE(problem.empty(), "segment entry layer " + std::to_string(l) + ": " + problem);
+        if (entry.where != Device::Host) {  // the unpacked arrays go where the others are
+          auto up = [&](std::vector<float>& v, Tensor& device) {
+            if (!v.empty())
+              device = Tensor::from_vector({static_cast<int64_t>(v.size())}, std::move(v))
+                           .to(entry.where);
+            v.clear();
+          };
+          up(s.t, le.device.t);
+          up(s.x, le.device.x);
+          up(s.y, le.device.y);
+        }
+        vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
+        le.conv = take(stored, linear_name(l, "conv"),
+                       {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
+        entry.linear.push_back(std::move(le));
+        continue;
+      }
       s.structure = scalar ? TStructure::Scalar : lowrank ? TStructure::LowRank : TStructure::Dense;
       s.heads = static_cast<int>(Hv);
       s.dk = static_cast<int>(dk);
@@ -449,6 +525,14 @@ void round_to_dtype(SegmentEntry& entry, DType dtype, const kernels::Backend* be
     stats::count_entry_copy(n * sizeof(float));
   };
   for (LinearLayerEntry& l : entry.linear) {
+    if (!l.t_forms.empty()) {  // the store rounds the packed forms: T unpacked from them
+      round(l.t_packed.data(), l.t_packed.size());
+      const std::string problem = unpack_t(l.t_forms, l.t_packed, l.summary);
+      HYPIC_REQUIRE(problem.empty(), "round_to_dtype: " + problem);
+      round(l.summary.s.data(), l.summary.s.size());
+      if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
+      continue;
+    }
     round(l.summary.t.data(), l.summary.t.size());
     if (!l.summary.x.empty()) round(l.summary.x.data(), l.summary.x.size());
     if (!l.summary.y.empty()) round(l.summary.y.data(), l.summary.y.size());

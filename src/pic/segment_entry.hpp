@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/forward.hpp"
+#include "pic/entry_forms.hpp"
 #include "pic/linear_summary.hpp"
 #include "store/entry.hpp"
 
@@ -30,6 +31,9 @@ struct LinearLayerEntry {
                           // lightning layers) and S(R|0)
   Tensor conv;            // the layer's conv state after the whole segment (none: lightning)
   DeviceSummary device;   // resident entries only
+  // T in its chosen per-head forms (entry_forms.hpp; empty: T as `summary` holds it). When
+  // set, the store keeps these instead of T, and `summary` holds their unpacked form.
+  std::vector<float> t_forms, t_packed;
 };
 
 struct AttentionLayerEntry {
@@ -61,6 +65,12 @@ struct SegmentEntry {
 // otherwise (Gated DeltaNet entries stay dense).
 TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk);
 
+// Replaces every dense T of a host entry by its per-head forms chosen at `tolerance`
+// (entry_forms.hpp): the summary then holds the approximation, t_forms / t_packed what the
+// store keeps. A layer whose heads all stay dense is left as it is, so tolerance 0 changes
+// nothing. `tally` (nullable) receives the forms' counts and floats.
+void choose_entry_forms(SegmentEntry& entry, double tolerance, FormTally* tally = nullptr);
+
 // Computes the entry of `tokens` with a junction window of w tokens (0 ≤ w < n), from an
 // empty cache: prefill c_0 … c_{w−1}, keep each linear layer's state S_w, prefill the rest
 // capturing T_R, then S(R|0) = S_n − T_R · S_w (exact by linearity).
@@ -74,7 +84,8 @@ SegmentEntry download_entry(const SegmentEntry& resident);
 
 // Store arrays: "linear/<l>/T", "linear/<l>/S", "linear/<l>/conv", "attn/<l>/K", "attn/<l>/V"
 // (l = the model's layer index); a low-rank T adds "linear/<l>/X" and "linear/<l>/Y" (T holds
-// its diagonal part [Hv, dk]).
+// its diagonal part [Hv, dk]); T in per-head forms is "linear/<l>/Tform" [Hv, 2] and
+// "linear/<l>/Tpack" [n] instead of T (Tpack absent when every head is absent).
 store::Entry to_store_entry(const SegmentEntry& entry);
 // The same arrays by reference (no copy), for SegmentStore::put; valid while `entry` lives.
 store::EntryView store_view(const SegmentEntry& entry);

@@ -58,6 +58,25 @@ TEST(InputChecksCli, NegativeCountsAreRefused) {
   EXPECT_FALSE(fs::exists(tmp.file("s.h5")));
 }
 
+// --entry-tolerance (issue #47) is auto or a number >= 0, refused before anything loads or
+// any file is made.
+TEST(InputChecksCli, EntryToleranceIsCheckedFirst) {
+  TempDir tmp("hypic-input");
+  const std::string m = " --model " + tmp.file("model");
+  expect_one_line_error(
+      hypic(tmp, "warmup" + m + " --corpus c.jsonl --store s.h5 --entry-tolerance -1"),
+      "--entry-tolerance '-1': expected auto or a number >= 0");
+  expect_one_line_error(
+      hypic(tmp, "serve" + m + " --queries q.jsonl --out o --entry-tolerance nan"),
+      "--entry-tolerance 'nan'");
+  expect_one_line_error(hypic(tmp, "eval" + m +
+                                       " --dataset hotpotqa --input x.json --out o "
+                                       "--entry-tolerance 0.1x"),
+                        "--entry-tolerance '0.1x'");
+  EXPECT_FALSE(fs::exists(tmp.file("o")));
+  EXPECT_FALSE(fs::exists(tmp.file("s.h5")));
+}
+
 TEST(InputChecksCli, ImpossibleContextOrEosInConfigIsNamed) {
   TempDir tmp("hypic-input");
   ASSERT_EQ(

@@ -1,0 +1,403 @@
+// Per-head forms of a segment entry's T: the bound, the SVD, packing and unpacking
+// (entry_forms.hpp has the derivation).
+#include "pic/entry_forms.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "hypic/error.hpp"
+
+#if defined(HYPIC_BLAS_OPENBLAS)
+// OpenBLAS exports LAPACK's Fortran interface (no lapacke.h is installed): sgesdd with the
+// trailing hidden length of the character argument (harmless where it is not expected).
+extern "C" void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda,
+                        float* s, float* u, const int* ldu, float* vt, const int* ldvt, float* work,
+                        const int* lwork, int* iwork, int* info, size_t jobz_len);
+#endif
+
+namespace hypic::pic {
+
+const char* head_form_name(HeadForm f) {
+  switch (f) {
+    case HeadForm::Absent:
+      return "absent";
+    case HeadForm::Scalar:
+      return "scalar";
+    case HeadForm::Diagonal:
+      return "diagonal";
+    case HeadForm::LowRank:
+      return "lowrank";
+    case HeadForm::Dense:
+      return "dense";
+  }
+  return "?";
+}
+
+int64_t head_form_floats(HeadForm f, int dk, int rank) {
+  switch (f) {
+    case HeadForm::Absent:
+      return 0;
+    case HeadForm::Scalar:
+      return 1;
+    case HeadForm::Diagonal:
+      return dk;
+    case HeadForm::LowRank:
+      return int64_t(dk) + 2 * int64_t(rank) * dk;
+    case HeadForm::Dense:
+      return int64_t(dk) * dk;
+  }
+  return 0;
+}
+
+bool svd_uses_lapack() {
+#if defined(HYPIC_BLAS_OPENBLAS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void svd_jacobi(int n, const float* a, std::vector<float>& sigma, std::vector<float>& u,
+                std::vector<float>& vt) {
+  const size_t nn = size_t(n) * n;
+  std::vector<double> w(nn), v(nn, 0.0);  // columns of A·V, rotated to orthogonality
+  for (size_t i = 0; i < nn; ++i) w[i] = a[i];
+  for (int i = 0; i < n; ++i) v[size_t(i) * n + i] = 1.0;
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    bool rotated = false;
+    for (int p = 0; p < n - 1; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        double al = 0, be = 0, ga = 0;
+        for (int i = 0; i < n; ++i) {
+          const double x = w[size_t(i) * n + p], y = w[size_t(i) * n + q];
+          al += x * x;
+          be += y * y;
+          ga += x * y;
+        }
+        if (ga == 0.0 || std::abs(ga) <= 4 * eps * std::sqrt(al * be)) continue;
+        rotated = true;
+        const double zeta = (be - al) / (2 * ga);
+        const double t = (zeta >= 0 ? 1.0 : -1.0) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
+        const double c = 1 / std::sqrt(1 + t * t), s = c * t;
+        for (int i = 0; i < n; ++i) {
+          double& x = w[size_t(i) * n + p];
+          double& y = w[size_t(i) * n + q];
+          const double nx = c * x - s * y, ny = s * x + c * y;
+          x = nx;
+          y = ny;
+          double& vx = v[size_t(i) * n + p];
+          double& vy = v[size_t(i) * n + q];
+          const double nvx = c * vx - s * vy, nvy = s * vx + c * vy;
+          vx = nvx;
+          vy = nvy;
+        }
+      }
+    if (!rotated) break;
+  }
+  std::vector<double> norm(n);
+  for (int j = 0; j < n; ++j) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += w[size_t(i) * n + j] * w[size_t(i) * n + j];
+    norm[j] = std::sqrt(s);
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return norm[x] > norm[y]; });
+  sigma.assign(n, 0.0f);
+  u.assign(nn, 0.0f);
+  vt.assign(nn, 0.0f);
+  for (int k = 0; k < n; ++k) {
+    const int j = order[k];
+    sigma[k] = static_cast<float>(norm[j]);
+    for (int i = 0; i < n; ++i) {
+      if (norm[j] > 0) u[size_t(i) * n + k] = static_cast<float>(w[size_t(i) * n + j] / norm[j]);
+      vt[size_t(k) * n + i] = static_cast<float>(v[size_t(i) * n + j]);
+    }
+  }
+}
+
+void svd(int n, const float* a, std::vector<float>& sigma, std::vector<float>& u,
+         std::vector<float>& vt) {
+#if defined(HYPIC_BLAS_OPENBLAS)
+  // LAPACK is column-major: the row-major buffer is Aᵀ = V Σ Uᵀ there, so its "U" output read
+  // row-major is Vᵀ and its "VT" output read row-major is U.
+  const size_t nn = size_t(n) * n;
+  std::vector<float> work_a(a, a + nn);
+  sigma.assign(n, 0.0f);
+  u.assign(nn, 0.0f);
+  vt.assign(nn, 0.0f);
+  std::vector<int> iwork(8 * size_t(n));
+  int lwork = -1, info = 0;
+  float query = 0;
+  sgesdd_("S", &n, &n, work_a.data(), &n, sigma.data(), vt.data(), &n, u.data(), &n, &query, &lwork,
+          iwork.data(), &info, 1);
+  HYPIC_REQUIRE(info == 0, "sgesdd: workspace query failed (info " + std::to_string(info) + ")");
+  lwork = static_cast<int>(query) + 1;
+  std::vector<float> work(static_cast<size_t>(lwork));
+  sgesdd_("S", &n, &n, work_a.data(), &n, sigma.data(), vt.data(), &n, u.data(), &n, work.data(),
+          &lwork, iwork.data(), &info, 1);
+  if (info != 0) svd_jacobi(n, a, sigma, u, vt);  // no convergence: the slower, sure path
+#else
+  svd_jacobi(n, a, sigma, u, vt);
+#endif
+}
+
+HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<float>& payload) {
+  HYPIC_REQUIRE(std::isfinite(tol) && tol >= 0,
+                "entry tolerance must be a finite number >= 0, not " + std::to_string(tol));
+  HeadChoice c;
+  const size_t dd = size_t(dk) * dk;
+  auto keep_dense = [&] {
+    c.form = HeadForm::Dense;
+    c.rank = 0;
+    c.t_error = 0;
+    c.bound = 0;
+    payload.assign(t, t + dd);
+    return c;
+  };
+  double t_fro = 0, r_fro = 0, d_max = 0, d_min = 0;
+  std::vector<float> d(dk);
+  std::vector<float> r(t, t + dd);
+  for (int i = 0; i < dk; ++i) {
+    d[i] = t[size_t(i) * dk + i];
+    r[size_t(i) * dk + i] = 0.0f;
+  }
+  for (size_t i = 0; i < dd; ++i) {
+    t_fro += double(t[i]) * t[i];
+    r_fro += double(r[i]) * r[i];
+  }
+  t_fro = std::sqrt(t_fro);
+  r_fro = std::sqrt(r_fro);
+  if (!std::isfinite(t_fro) || tol == 0) {
+    c.t_norm = t_fro;
+    return keep_dense();
+  }
+  d_max = *std::max_element(d.begin(), d.end());
+  d_min = *std::min_element(d.begin(), d.end());
+  const double inf = std::numeric_limits<double>::infinity();
+  auto amplified = [&](double err, double tau) {
+    if (err == 0) return 0.0;
+    return tau < 1 ? err / (1 - tau) : inf;
+  };
+  auto pick = [&](HeadForm f, int rank, double err, double tau) {
+    c.form = f;
+    c.rank = rank;
+    c.t_norm = tau;
+    c.t_error = err;
+    c.bound = amplified(err, tau);
+  };
+
+  // Cheap first: the Frobenius norms bound the spectral ones, no SVD needed.
+  double tau = t_fro;
+  if (amplified(t_fro, tau) <= tol) {
+    pick(HeadForm::Absent, 0, t_fro, tau);
+    payload.clear();
+    return c;
+  }
+  const double t_mid = 0.5 * (d_max + d_min), d_spread = 0.5 * (d_max - d_min);
+  if (amplified(d_spread + r_fro, tau) <= tol) {
+    pick(HeadForm::Scalar, 0, d_spread + r_fro, tau);
+    payload.assign(1, static_cast<float>(t_mid));
+    return c;
+  }
+  if (amplified(r_fro, tau) <= tol) {
+    pick(HeadForm::Diagonal, 0, r_fro, tau);
+    payload = d;
+    return c;
+  }
+  // The SVD of T: its exact spectral norm, and the truncation errors. The SVD's float rounding
+  // (backward error ~ dk·2⁻²⁴·‖T‖) is added to every σ used as an error.
+  std::vector<float> sigma, u, vt;
+  svd(dk, t, sigma, u, vt);
+  const double slack = 8.0 * dk * std::ldexp(1.0, -24) * t_fro;
+  auto sv = [&](int i) { return i < dk ? std::min(double(sigma[i]) + slack, t_fro) : 0.0; };
+  tau = sv(0);
+  if (amplified(tau, tau) <= tol) {
+    pick(HeadForm::Absent, 0, tau, tau);
+    payload.clear();
+    return c;
+  }
+  if (amplified(d_spread + r_fro, tau) <= tol) {
+    pick(HeadForm::Scalar, 0, d_spread + r_fro, tau);
+    payload.assign(1, static_cast<float>(t_mid));
+    return c;
+  }
+  if (amplified(r_fro, tau) <= tol) {
+    pick(HeadForm::Diagonal, 0, r_fro, tau);
+    payload = d;
+    return c;
+  }
+  const int max_rank = std::min(lowrank_max_tokens(dk), 256);
+  for (int k = 1; k <= max_rank; ++k) {
+    if (amplified(sv(k), tau) > tol) continue;
+    pick(HeadForm::LowRank, k, sv(k), tau);
+    // T̂ = T_k = Σ_{i<k} σ_i u_i v_iᵀ, kept as diag(0) − XᵀY with X's rows −σ_i·u_i and Y's
+    // rows v_iᵀ (LinearSummary's low-rank form).
+    payload.assign(static_cast<size_t>(head_form_floats(HeadForm::LowRank, dk, k)), 0.0f);
+    float* x = payload.data() + dk;
+    float* y = x + size_t(k) * dk;
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < dk; ++j) {
+        x[size_t(i) * dk + j] = -sigma[i] * u[size_t(j) * dk + i];
+        y[size_t(i) * dk + j] = vt[size_t(i) * dk + j];
+      }
+    return c;
+  }
+  keep_dense();
+  c.t_norm = tau;
+  return c;
+}
+
+bool PackedT::all_dense() const {
+  return std::all_of(choices.begin(), choices.end(),
+                     [](const HeadChoice& c) { return c.form == HeadForm::Dense; });
+}
+
+PackedT pack_t(const LinearSummary& dense, double tolerance) {
+  HYPIC_REQUIRE(dense.structure == TStructure::Dense, "pack_t: T must be dense");
+  const int H = dense.heads, dk = dense.dk;
+  PackedT p;
+  p.forms.resize(size_t(H) * 2);
+  p.choices.resize(H);
+  std::vector<float> payload;
+  for (int h = 0; h < H; ++h) {
+    p.choices[h] = choose_head_form(dense.t.data() + size_t(dk) * dk * h, dk, tolerance, payload);
+    p.forms[size_t(h) * 2] = static_cast<float>(static_cast<int>(p.choices[h].form));
+    p.forms[size_t(h) * 2 + 1] = static_cast<float>(p.choices[h].rank);
+    p.packed.insert(p.packed.end(), payload.begin(), payload.end());
+  }
+  return p;
+}
+
+std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& packed,
+                     LinearSummary& sum) {
+  const int H = sum.heads, dk = sum.dk;
+  if (forms.size() != size_t(H) * 2)
+    return "Tform holds " + std::to_string(forms.size()) + " values, not 2 per head (" +
+           std::to_string(2 * H) + ")";
+  std::vector<HeadForm> f(H);
+  std::vector<int> rank(H);
+  int64_t total = 0;
+  int max_rank = 0;
+  bool any_dense = false, any_diag = false;
+  for (int h = 0; h < H; ++h) {
+    const float code = forms[size_t(h) * 2], rk = forms[size_t(h) * 2 + 1];
+    if (!(code >= 0 && code < kHeadForms && code == std::floor(code)))
+      return "head " + std::to_string(h) + " has no form code " + std::to_string(code);
+    f[h] = static_cast<HeadForm>(static_cast<int>(code));
+    const bool lowrank = f[h] == HeadForm::LowRank;
+    if (!(rk == std::floor(rk)) || (lowrank && !(rk >= 1 && rk <= lowrank_max_tokens(dk))) ||
+        (!lowrank && rk != 0))
+      return "head " + std::to_string(h) + " (" + head_form_name(f[h]) + ") has rank " +
+             std::to_string(rk);
+    rank[h] = lowrank ? static_cast<int>(rk) : 0;
+    max_rank = std::max(max_rank, rank[h]);
+    any_dense |= f[h] == HeadForm::Dense;
+    any_diag |= f[h] == HeadForm::Diagonal || lowrank;
+    total += head_form_floats(f[h], dk, rank[h]);
+  }
+  if (total != static_cast<int64_t>(packed.size()))
+    return "Tpack holds " + std::to_string(packed.size()) + " values, the forms need " +
+           std::to_string(total);
+  const TStructure st = any_dense      ? TStructure::Dense
+                        : max_rank > 0 ? TStructure::LowRank
+                        : any_diag     ? TStructure::Diagonal
+                                       : TStructure::Scalar;
+  sum.structure = st;
+  sum.rank = st == TStructure::LowRank ? max_rank : 0;
+  sum.t.assign(size_t(kernels::transition_floats_per_head(st, dk)) * H, 0.0f);
+  sum.x.clear();
+  sum.y.clear();
+  if (st == TStructure::LowRank) {
+    sum.x.assign(size_t(H) * max_rank * dk, 0.0f);
+    sum.y.assign(sum.x.size(), 0.0f);
+  }
+  const float* p = packed.data();
+  for (int h = 0; h < H; ++h) {
+    const int64_t n = head_form_floats(f[h], dk, rank[h]);
+    if (st == TStructure::Scalar) {
+      sum.t[h] = f[h] == HeadForm::Scalar ? p[0] : 0.0f;
+    } else if (st == TStructure::Dense) {
+      float* t = sum.t.data() + size_t(dk) * dk * h;
+      switch (f[h]) {
+        case HeadForm::Absent:
+          break;
+        case HeadForm::Scalar:
+          for (int c = 0; c < dk; ++c) t[size_t(c) * dk + c] = p[0];
+          break;
+        case HeadForm::Diagonal:
+          for (int c = 0; c < dk; ++c) t[size_t(c) * dk + c] = p[c];
+          break;
+        case HeadForm::LowRank: {  // diag(d) − XᵀY, in double
+          const float* x = p + dk;
+          const float* y = x + size_t(rank[h]) * dk;
+          for (int i = 0; i < dk; ++i)
+            for (int j = 0; j < dk; ++j) {
+              double v = i == j ? p[i] : 0.0;
+              for (int k = 0; k < rank[h]; ++k)
+                v -= double(x[size_t(k) * dk + i]) * y[size_t(k) * dk + j];
+              t[size_t(i) * dk + j] = static_cast<float>(v);
+            }
+          break;
+        }
+        case HeadForm::Dense:
+          std::memcpy(t, p, sizeof(float) * size_t(n));
+          break;
+      }
+    } else {  // Diagonal or LowRank: d per head, then the factors' rows (zero past the rank)
+      float* d = sum.t.data() + size_t(dk) * h;
+      if (f[h] == HeadForm::Scalar) std::fill(d, d + dk, p[0]);
+      if (f[h] == HeadForm::Diagonal || f[h] == HeadForm::LowRank) std::copy(p, p + dk, d);
+      if (f[h] == HeadForm::LowRank) {
+        const size_t rows = size_t(rank[h]) * dk;
+        std::copy(p + dk, p + dk + rows, sum.x.data() + size_t(max_rank) * dk * h);
+        std::copy(p + dk + rows, p + dk + 2 * rows, sum.y.data() + size_t(max_rank) * dk * h);
+      }
+    }
+    p += n;
+  }
+  return "";
+}
+
+int64_t PackedT::head_floats(int h, int dk) const {
+  return head_form_floats(choices[h].form, dk, choices[h].rank);
+}
+
+void tally(const PackedT& p, int dk, FormTally& into) {
+  for (size_t h = 0; h < p.choices.size(); ++h) {
+    const int f = static_cast<int>(p.choices[h].form);
+    into.heads[f] += 1;
+    into.floats[f] += p.head_floats(static_cast<int>(h), dk);
+  }
+}
+
+double default_entry_tolerance(DType store_dtype) {
+  switch (store_dtype) {
+    case DType::BF16:
+      return std::ldexp(1.0, -9);
+    case DType::F16:
+      return std::ldexp(1.0, -12);
+    default:
+      return std::ldexp(1.0, -25);
+  }
+}
+
+double parse_entry_tolerance(const std::string& text, DType store_dtype) {
+  if (text == "auto") return default_entry_tolerance(store_dtype);
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  HYPIC_REQUIRE(used == text.size() && !text.empty() && std::isfinite(v) && v >= 0,
+                "--entry-tolerance '" + text + "': expected auto or a number >= 0");
+  return v;
+}
+
+}  // namespace hypic::pic
