@@ -59,8 +59,9 @@ class StoreDamageCli : public ::testing::Test {
     std::ofstream(dir_ / "queries.jsonl")
         << R"({"id": "q1", "segments": ["doc0", "doc1"], "question_tokens": [5, 6], "max_new_tokens": 2})"
            "\n";
+    // Dense entries (--entry-tolerance 0): the damage cases need a store past 1 MiB.
     r = hypic("warmup --model " + p("model") + " --corpus " + p("corpus.jsonl") + " --store " +
-              p("store.h5"));
+              p("store.h5") + " --entry-tolerance 0");
     ASSERT_EQ(r.code, 0) << r.err;
     pristine_ = read_bytes(dir_ / "store.h5");
     ASSERT_GT(pristine_.size(), size_t{1} << 20);
