@@ -21,6 +21,7 @@
 namespace hypic::app {
 // bench_roofline_cmd.cpp (declared here, not in commands.hpp, which every command file includes)
 void add_bench_roofline(CLI::App& bench);
+void add_bench_store(CLI::App& bench);  // bench_store_cmd.cpp
 
 namespace {
 
@@ -315,6 +316,7 @@ void add_bench_commands(CLI::App& app) {
   add_bench_kernels(*bench);
   add_bench_roofline(*bench);
   add_bench_peak(*bench);
+  add_bench_store(*bench);
 }
 
 }  // namespace hypic::app

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "app/bench_store.hpp"
 #include "app/commands.hpp"
 #include "app/device_option.hpp"
 #include "app/io_util.hpp"
@@ -23,6 +24,7 @@ struct ScalingArgs {
   std::string arch = "qwen3_5", preset = "small", json, junction = "8", device;
   int ranks = 0;
   bench::ScalingOptions options;
+  WarmupSimArgs warmup;
 };
 
 bench::ScalingProgress reporter(const ScalingArgs& a) {
@@ -108,6 +110,7 @@ json scaling_json(const ScalingArgs& a, const bench::ScalingResult& r) {
 }
 
 int run_bench_scaling(ScalingArgs& a) {
+  if (!a.warmup.config.empty()) return run_warmup_simulation(a.warmup);
   const DeviceChoice device = choose_device(a.device, /*device_path=*/false);
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
@@ -150,6 +153,29 @@ void add_bench_scaling(CLI::App& bench) {
       ->check(non_negative_count());
   sub->add_option("--json", a->json, "also write the numbers as JSON");
   add_device_option(sub, a->device);
+  WarmupSimArgs& w = a->warmup;
+  sub->add_option("--warmup-config", w.config,
+                  "instead of the query: simulate warm-up throughput (single writer and per-node "
+                  "writers) and a cold query's TTFT for 1-64 nodes x 1-8 workers, entry sizes "
+                  "from this config.json");
+  sub->add_option("--segment-ms", w.segment_ms, "warm-up: one worker's time per segment")
+      ->capture_default_str();
+  sub->add_option("--segment-tokens", w.segment_tokens, "warm-up: tokens per segment")
+      ->capture_default_str();
+  sub->add_option("--link-GBps", w.link_GBps, "warm-up: a node's link (rank 0's inbound too)")
+      ->capture_default_str();
+  sub->add_option("--writer-GBps", w.writer_GBps,
+                  "warm-up: one writer's store bandwidth (hypic bench store measures it)")
+      ->capture_default_str();
+  sub->add_option("--node-storage-GBps", w.node_storage_GBps,
+                  "warm-up: a node's bandwidth to the file system (0: the link's)")
+      ->capture_default_str();
+  sub->add_option("--fs-GBps", w.fs_GBps, "warm-up: the file system in all (0: no limit)")
+      ->capture_default_str();
+  sub->add_option("--query-tokens", w.query_tokens, "warm-up: the cold query for the TTFT column")
+      ->capture_default_str();
+  sub->add_option("--compose-ms", w.compose_ms, "warm-up: rank 0's composition per segment")
+      ->capture_default_str();
   on_run(sub, [a] { return run_bench_scaling(*a); });
 }
 

@@ -89,6 +89,10 @@ int run_inspect(const InspectArgs& a) {
   store::SegmentStore st = store::SegmentStore::open_any(a.store, store::OpenMode::kRead);
   const store::StoreStats s = st.stats();
   std::printf("store          %s\n", a.store.c_str());
+  const std::vector<std::string> shards = st.shard_paths();
+  if (!shards.empty())  // a sharded store: the file and the shards its manifest names
+    std::printf("shards         %zu (%s ... %s), %zu unreadable\n", shards.size(),
+                shards.front().c_str(), shards.back().c_str(), st.shard_problems().size());
   std::printf("format version %d\n", s.format_version);
   std::printf("model          %s\n", printable_bytes(s.model_fingerprint).c_str());
   std::printf("dtype          %s\n", dtype_name(s.dtype));
@@ -117,6 +121,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("header         %s\n", !v.header_problem.empty() ? "damaged"
                                      : v.header_unchecked      ? "not checked (no header_crc32c)"
                                                                : "checksum OK");
+  for (const std::string& problem : v.shard_problems) std::printf("  %s\n", problem.c_str());
   for (const store::DamagedEntry& d : v.damaged)
     std::printf("  damaged %s: %s\n", d.key.c_str(), d.problem.c_str());
   std::fflush(stdout);
@@ -124,6 +129,9 @@ int run_inspect(const InspectArgs& a) {
     throw Error("store " + a.store + ": " + v.header_problem +
                 "; its entries cannot be trusted to belong to the model it names (recompute it "
                 "into a new store)");
+  if (!v.shard_problems.empty())
+    throw Error("store " + a.store + ": " + v.first_problem() +
+                "; rerun the warm-up (it moves such a shard aside and recomputes its entries)");
   if (!v.ok())
     throw Error("store " + a.store + " has " + v.first_problem() +
                 "; `hypic warmup --repair` recomputes them (and drops what it cannot)");

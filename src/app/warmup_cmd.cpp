@@ -19,12 +19,14 @@
 #include "pic/junction.hpp"
 #include "pic/segment_entry.hpp"
 #include "store/segment_store.hpp"
+#include "store/shards.hpp"
 
 namespace hypic::app {
 namespace {
 struct WarmupArgs {
   std::string model, corpus, store, junction = "8", dtype = "bf16", on_bad_line = "fail", device,
                                     entry_tolerance = "auto";
+  std::string writers = "auto";
   int ranks = 0;
   bool sync = false;
   bool repair = false;
@@ -99,6 +101,13 @@ int run_warmup(const WarmupArgs& a) {
   cluster::WarmupOptions wo;
   wo.junction = junction;
   wo.entry_tolerance = entry_tolerance;
+  // auto: one process writes its store file itself; with workers, each writes its own shard
+  // (docs/cluster.md, "Entries to the store").
+  wo.writers = a.writers == "rank0" || (a.writers == "auto" && world.size == 1)
+                   ? cluster::Writers::kRank0
+                   : cluster::Writers::kShards;
+  wo.store_path = a.store;
+  wo.sync_to_disk = a.sync;
   if (world.rank != 0) {  // a worker: computes what rank 0 sends until it says stop
     cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, {}, nullptr, wo);
     return 0;
@@ -117,6 +126,8 @@ int run_warmup(const WarmupArgs& a) {
     const store::VerifyReport v = st.verify();
     std::fprintf(stderr, "warmup: verified %llu entries, %zu damaged (recomputed below)\n",
                  static_cast<unsigned long long>(v.entries_checked), v.damaged.size());
+    for (const std::string& p : v.shard_problems)
+      std::fprintf(stderr, "warmup: %s (moved aside and recomputed below)\n", p.c_str());
   }
   std::vector<std::vector<int32_t>> docs;
   docs.reserve(corpus.docs.size());
@@ -125,9 +136,19 @@ int run_warmup(const WarmupArgs& a) {
     wo.labels.push_back(d.id);
   }
   set_rank0_options(wo, a.store);
-  if (world.size > 1)
+  wo.note = [](const std::string& line) {
+    std::fprintf(stderr, "warmup: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  if (world.size > 1 && wo.writers == cluster::Writers::kRank0)
     std::fprintf(stderr, "warmup: %d ranks (1 planner and writer, %d workers), %d threads each\n",
                  world.size, world.size - 1, kernels::threads());
+  if (world.size > 1 && wo.writers == cluster::Writers::kShards)
+    std::fprintf(stderr,
+                 "warmup: %d ranks (1 planner, %d workers each writing its shard %s ... %s), %d "
+                 "threads each\n",
+                 world.size, world.size - 1, store::shard_path(a.store, 1).c_str(),
+                 store::shard_path(a.store, world.size - 1).c_str(), kernels::threads());
   cluster::WarmupResult res;
   try {
     res = cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);
@@ -137,7 +158,19 @@ int run_warmup(const WarmupArgs& a) {
   }
 
   if (a.repair) {  // what no document recomputed can never be served: drop it
-    const std::vector<store::DamagedEntry> dropped = st.drop_damaged();
+    std::vector<store::DamagedEntry> dropped = st.drop_damaged();
+    if (!st.shard_paths().empty()) {  // and in every shard (their writers are done)
+      st.close_shards();
+      for (const std::string& path : store::read_shard_manifest(a.store)) {
+        store::SegmentStore shard = store::SegmentStore::open_any(path, store::OpenMode::kWrite);
+        shard.verify();
+        for (store::DamagedEntry& d : shard.drop_damaged()) {
+          d.problem = "in shard " + path + ": " + d.problem;
+          dropped.push_back(std::move(d));
+        }
+      }
+      st.reload_shards();
+    }
     if (!dropped.empty())
       std::fprintf(stderr,
                    "warmup: dropped %zu damaged index row%s that no corpus document replaces "
@@ -154,10 +187,14 @@ int run_warmup(const WarmupArgs& a) {
       "in %.2f s (%.0f tokens/s)\n",
       res.total, res.computed, res.present, static_cast<long long>(res.computed_tokens), dt,
       dt > 0 ? res.computed_tokens / dt : 0.0);
-  std::printf("store %s: %llu entries, %llu tokens, %.1f MiB, %s, junction %s\n", a.store.c_str(),
+  const std::string in_shards = stats.shards > 0
+                                    ? " (the store file and " + std::to_string(stats.shards) +
+                                          " shard" + (stats.shards == 1 ? "" : "s") + ")"
+                                    : "";
+  std::printf("store %s: %llu entries, %llu tokens, %.1f MiB%s, %s, junction %s\n", a.store.c_str(),
               static_cast<unsigned long long>(stats.entries),
               static_cast<unsigned long long>(stats.tokens), stats.file_bytes / 1048576.0,
-              dtype_name(stats.dtype),
+              in_shards.c_str(), dtype_name(stats.dtype),
               pic::JunctionSpec::from_store_code(stats.junction).to_string().c_str());
   return 0;
 }
@@ -188,6 +225,12 @@ void add_warmup_command(CLI::App& app) {
       ->capture_default_str()
       ->check(non_negative_count());
   sub->add_flag("--sync", a->sync, "fsync after every entry (survives power loss)");
+  sub->add_option("--writers", a->writers,
+                  "who writes the entries: auto (one process: the store file; with workers: "
+                  "shards), rank0 (every entry sent to rank 0), shards (each worker its own "
+                  "shard STORE.rank<r>.h5)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "rank0", "shards"}));
   add_device_option(sub, a->device);
   on_run(sub, [a] { return run_warmup(*a); });
 }

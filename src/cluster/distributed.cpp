@@ -19,6 +19,8 @@
 #include "cluster/watch.hpp"
 #include "hypic/error.hpp"
 #include "pic/segment_entry.hpp"
+#include "store/open.hpp"
+#include "store/shards.hpp"
 
 namespace hypic::cluster {
 namespace {
@@ -131,7 +133,7 @@ Command next_command(MPI_Comm comm) {
 }  // namespace
 
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
-                kernels::DeviceLink* link, double entry_tolerance) {
+                kernels::DeviceLink* link, double entry_tolerance, store::SegmentStore* shard) {
   announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
@@ -165,6 +167,15 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
         return;
       }
       store::Entry e = compute_store_entry(model, task.tokens, w, entry_tolerance, seconds);
+      if (shard != nullptr) {  // a sharded warm-up: committed here, rank 0 gets a receipt
+        shard->put(task.key, e);
+        store::Entry receipt;
+        receipt.n_tokens = e.n_tokens;
+        receipt.arrays[kStoredInShardArray] = Tensor({1}, 1.0f);
+        receipt.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
+        sender.send(task.segment, task.key, receipt);
+        return;
+      }
       e.arrays[kComputeSecondsArray] = Tensor({1}, static_cast<float>(seconds));
       sender.send(task.segment, task.key, e);
     });
@@ -204,13 +215,60 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
                                  const std::vector<std::vector<int32_t>>& docs,
                                  store::SegmentStore* store, const WarmupOptions& options) {
   WarmupResult res;
+  const bool sharded = options.writers == Writers::kShards && comm_size(comm) > 1;
   if (comm_rank(comm) != 0) {
-    run_worker(comm, model, options.junction, nullptr, options.entry_tolerance);
+    if (!sharded) {
+      run_worker(comm, model, options.junction, nullptr, options.entry_tolerance);
+      return res;
+    }
+    // The store's dtype comes from rank 0 (an existing store keeps its own).
+    int dtype = 0;
+    MPI_Bcast(&dtype, 1, MPI_INT, 0, comm);
+    store::SegmentStore shard = store::open_for_writing(
+        store::shard_path(options.store_path, comm_rank(comm)), fingerprint,
+        options.junction.store_code(), static_cast<DType>(dtype), options.sync_to_disk);
+    HYPIC_REQUIRE(shard.dtype() == static_cast<DType>(dtype),
+                  "shard " + shard.path() + " stores " + dtype_name(shard.dtype()) +
+                      " but its store " + options.store_path + " stores " +
+                      dtype_name(static_cast<DType>(dtype)) + "; move the shard aside and rerun");
+    MPI_Barrier(comm);  // every shard open: rank 0 records them
+    run_worker(comm, model, options.junction, nullptr, options.entry_tolerance, &shard);
+    shard.close();
+    MPI_Barrier(comm);  // every shard closed: rank 0 reads them
     return res;
   }
   HYPIC_REQUIRE(store != nullptr && store->writable(), "warm-up needs a writable store on rank 0");
   const auto t0 = Clock::now();
   res.total = docs.size();
+  // A shard that cannot be read is moved aside (kept, never deleted) and an empty one takes its
+  // place; its entries are then missing, so the plan below recomputes them.
+  if (!store->shard_problems().empty()) {
+    store::StoreOptions so;
+    so.model_fingerprint = store->model_fingerprint();
+    so.junction = store->junction();
+    so.dtype = store->dtype();
+    for (const store::ShardProblem& p : store->shard_problems()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(p.path, ec)) {
+        store::SegmentStore::create(p.path, so).close();
+        if (options.note)
+          options.note("shard " + p.path + " is missing; its entries are recomputed");
+        continue;
+      }
+      std::string aside = p.path + ".damaged";
+      for (int n = 2; std::filesystem::exists(aside, ec); ++n)
+        aside = p.path + ".damaged" + std::to_string(n);
+      std::filesystem::rename(p.path, aside, ec);
+      HYPIC_REQUIRE(!ec, "shard " + p.path + " is damaged (" + p.problem +
+                             ") and cannot be moved aside to " + aside + ": " + ec.message());
+      store::SegmentStore::create(p.path, so).close();
+      res.moved_shards.push_back(aside);
+      if (options.note)
+        options.note("shard " + p.path + " is damaged (" + p.problem + "); moved to " + aside +
+                     ", its entries are recomputed");
+    }
+    store->reload_shards();
+  }
 
   WarmupPlan route = plan_warmup(
       docs, fingerprint, options.junction,
@@ -239,6 +297,17 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
   };
 
   const int workers = comm_size(comm) - 1;
+  if (sharded) {
+    // The plan is made: the shards' readers close before their writers open them.
+    store->close_shards();
+    int dtype = static_cast<int>(store->dtype());
+    MPI_Bcast(&dtype, 1, MPI_INT, 0, comm);
+    MPI_Barrier(comm);
+    std::vector<std::string> shards;
+    for (int r = 1; r <= workers; ++r) shards.push_back(store::shard_path(store->path(), r));
+    store::add_to_shard_manifest(store->path(), shards);
+    res.writers = workers;
+  }
   if (workers == 0) {
     for (const Task& t : tasks) {
       const int w = options.junction.tokens_for(static_cast<int64_t>(t.tokens.size()));
@@ -271,12 +340,30 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
         send_tasks(sender, dispatcher, got.source - 1, tasks, watch, labels);
         const double seconds = take_compute_seconds(got.entry);
         const int64_t tokens = got.entry.n_tokens;
+        const bool receipt = got.entry.arrays.erase(kStoredInShardArray) == 1;
+        HYPIC_REQUIRE(receipt == sharded && (!receipt || got.entry.arrays.empty()),
+                      "rank " + std::to_string(got.source) + " sent " +
+                          (receipt ? "a receipt" : "an entry") + " for segment " +
+                          std::to_string(got.segment) + " where " +
+                          (sharded ? "a receipt" : "an entry") + " was expected");
+        if (receipt) {  // committed in the worker's shard
+          ++res.computed;
+          res.computed_tokens += tokens;
+          res.samples.push_back({tokens, seconds});
+          progress.add(1, tokens);
+          report(res.computed == tasks.size());
+          continue;
+        }
         put(got.key, std::move(got.entry), tokens, seconds);
       }
       sender.test();
     }
     for (int w = 1; w <= workers; ++w) sender.send(w, Shutdown{});
     sender.wait_all();
+  }
+  if (sharded) {
+    MPI_Barrier(comm);  // every shard closed by its writer
+    store->reload_shards();
   }
   report(true);
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -1,8 +1,9 @@
 #pragma once
 // Segment entries computed across MPI ranks (docs/cluster.md, "Wiring warm-up and serve").
-// Rank 0 plans and is the only rank that touches the store; ranks 1 … N−1 are workers that
-// compute entries with the same pic::compute_entry as one process and send each one back as soon
-// as it is done. With one rank, rank 0 computes everything itself.
+// Rank 0 plans; ranks 1 … N−1 are workers that compute entries with the same
+// pic::compute_entry as one process. A worker either sends each entry to rank 0, the store's only
+// writer, or (a sharded warm-up, WarmupOptions::writers) puts it into its own shard of the store
+// and sends rank 0 only a receipt. With one rank, rank 0 computes everything itself.
 #include <mpi.h>
 
 #include <cstdint>
@@ -25,6 +26,9 @@ namespace hypic::cluster {
 // The reserved array a worker adds to each entry it sends: its compute time in seconds (one
 // float). Rank 0 removes it before the entry is used or stored.
 inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
+// The reserved array that makes a message a receipt (a sharded warm-up): the worker has put the
+// entry into its shard and committed it; the message holds no other array than the two reserved.
+inline constexpr const char* kStoredInShardArray = "_hypic/stored_in_shard";
 
 // A worker's loop: announces itself to rank 0 (announce_worker; rank 0 watches it
 // with one WorkerWatch per call), computes every Task from rank 0 (junction window
@@ -36,14 +40,30 @@ inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 // The NCCL path (a `link`, and a Task with to_device): the entry is computed resident on the
 // worker's device (no download), its values go to rank 0's device through the link, beside the
 // next segment's compute, and MPI carries its layout and compute time (device_entries.hpp).
+// `shard` (a sharded warm-up; null: send entries): each entry is put into this store, committed,
+// and only a receipt (kStoredInShardArray and the compute time) goes to rank 0.
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
-                kernels::DeviceLink* link = nullptr, double entry_tolerance = 0);
+                kernels::DeviceLink* link = nullptr, double entry_tolerance = 0,
+                store::SegmentStore* shard = nullptr);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
 
+// Who writes a warm-up's entries (docs/cluster.md, "Entries to the store").
+enum class Writers {
+  kRank0,   // every entry travels to rank 0, which puts it into the store: the only writer
+  kShards,  // each worker puts its entries into its own shard, STORE.rank<r>.h5 (store/shards.hpp)
+};
+
 struct WarmupOptions {
   pic::JunctionSpec junction;
+  // With several ranks: who writes. With one rank, rank 0 writes the store file either way.
+  Writers writers = Writers::kRank0;
+  // Workers of a sharded warm-up: the store's path (its shards go beside it).
+  std::string store_path;
+  bool sync_to_disk = false;  // the shards' writers fsync after each entry (warmup --sync)
+  // Rank 0, optional: a line to say (a damaged shard moved aside, ...).
+  std::function<void(const std::string& line)> note;
   CostModel cost;  // plans the split (LPT); only the ratios matter
   double progress_interval_s = 0.5;
   // Rank 0: called with a progress line (at most once per interval, and at the end).
@@ -62,7 +82,9 @@ struct WarmupResult {  // filled on rank 0
   size_t present = 0;  // already in the store (or repeated in the corpus)
   int64_t computed_tokens = 0;
   double seconds = 0;
-  std::vector<CostSample> samples;  // measured compute time per computed entry
+  std::vector<CostSample> samples;        // measured compute time per computed entry
+  int writers = 1;                        // processes that wrote entries (1: rank 0 only)
+  std::vector<std::string> moved_shards;  // damaged shards moved aside (PATH.damaged…)
 };
 
 // What a warm-up computes: the documents whose entry `stored` lacks, each key once, in
@@ -80,7 +102,11 @@ WarmupPlan plan_warmup(const std::vector<std::vector<int32_t>>& docs,
 
 // Collective over `comm`. On rank 0, `docs` are the corpus's token lists and `store` the
 // open, writable store; on workers both are ignored (run_worker runs until rank 0 is done).
-// Entries already in the store are skipped; each new entry is put as it arrives.
+// Entries already in the store (its shards included) are skipped. kRank0: each new entry is
+// put as it arrives. kShards with workers: rank 0 moves every shard that cannot be read aside
+// (naming it through `note`; its entries are then missing and recomputed), plans, has each
+// worker open its shard STORE.rank<r>.h5 (created or resumed), records the shards in the
+// manifest, and counts receipts; it never receives an entry's arrays.
 WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::string& fingerprint,
                                  const std::vector<std::vector<int32_t>>& docs,
                                  store::SegmentStore* store, const WarmupOptions& options);

@@ -27,6 +27,7 @@
 #include "store/entry_record.hpp"
 #include "store/hdf5.hpp"
 #include "store/open.hpp"
+#include "store/shards.hpp"
 
 namespace hypic::store {
 namespace {
@@ -361,6 +362,29 @@ struct SegmentStore::Impl {
   std::unordered_map<std::string, uint32_t> name_ids;
   std::string failed;         // set after a write error: the store must be reopened
   std::string space_problem;  // set when that error came from the file-size limit or a full disk
+
+  // A sharded store (shards.hpp): the shard files its manifest names, open for reading; a
+  // shard that cannot be used has no impl and says why.
+  struct Shard {
+    std::string path;
+    std::unique_ptr<Impl> impl;
+    std::string problem;
+  };
+  std::vector<Shard> shards;
+
+  // True when this file holds `h` and it is not known to be damaged.
+  bool holds_valid(const Hash128& h) const {
+    auto found = current.find(h);
+    return found != current.end() && damaged_rows.count(found->second) == 0;
+  }
+  // The files of the logical store in lookup order: this one, then each usable shard, with the
+  // words that name it in a problem ("" for the store file itself).
+  std::vector<std::pair<Impl*, std::string>> files() {
+    std::vector<std::pair<Impl*, std::string>> out{{this, ""}};
+    for (Shard& s : shards)
+      if (s.impl) out.emplace_back(s.impl.get(), "in shard " + s.path + ": ");
+    return out;
+  }
 
   // Why a write of `more` bytes past the file's end failed, when space explains it: the
   // process's file-size limit (ulimit -f; SIGXFSZ is ignored so the write fails with EFBIG)
@@ -789,10 +813,43 @@ SegmentStore SegmentStore::create(const std::string& path, const StoreOptions& o
   }
   impl->open_datasets();
   impl->committed = CommitRecord{};
+  load_shards(*impl);  // a manifest left beside the path: its shards belong to this store
   return SegmentStore(std::move(impl));
 }
 
 std::unique_ptr<SegmentStore::Impl> SegmentStore::open_impl(const std::string& path,
+                                                            OpenMode mode) {
+  std::unique_ptr<Impl> impl = open_file(path, mode);
+  load_shards(*impl);
+  return impl;
+}
+
+void SegmentStore::load_shards(Impl& main) {
+  main.shards.clear();
+  for (const std::string& shard : read_shard_manifest(main.path)) {
+    Impl::Shard s;
+    s.path = shard;
+    try {
+      HYPIC_REQUIRE(std::filesystem::exists(shard),
+                    "it is named in " + shard_manifest_path(main.path) + " but absent");
+      s.impl = open_file(shard, OpenMode::kRead);
+      const StoreOptions& o = s.impl->options;
+      HYPIC_REQUIRE(o.model_fingerprint == main.options.model_fingerprint &&
+                        o.junction == main.options.junction && o.dtype == main.options.dtype,
+                    "it was made for model '" + printable_bytes(o.model_fingerprint) +
+                        "', junction " + std::to_string(o.junction) + ", " + dtype_name(o.dtype) +
+                        ", not the store's '" + printable_bytes(main.options.model_fingerprint) +
+                        "', junction " + std::to_string(main.options.junction) + ", " +
+                        dtype_name(main.options.dtype));
+    } catch (const Error& e) {
+      s.impl.reset();
+      s.problem = e.what();
+    }
+    main.shards.push_back(std::move(s));
+  }
+}
+
+std::unique_ptr<SegmentStore::Impl> SegmentStore::open_file(const std::string& path,
                                                             OpenMode mode) {
   HYPIC_REQUIRE(std::filesystem::exists(path), "segment store '" + path + "' does not exist");
   // Checked before anything opens it: opening a FIFO blocks until a writer comes, and HDF5
@@ -931,38 +988,93 @@ std::string SegmentStore::key_for(const std::vector<int32_t>& tokens) const {
 bool SegmentStore::contains(const std::string& key) const {
   Hash128 h;
   if (!parse_hex128(key, h)) return false;
-  auto found = impl_->current.find(h);
-  return found != impl_->current.end() && impl_->damaged_rows.count(found->second) == 0;
+  if (impl_->holds_valid(h)) return true;
+  for (const Impl::Shard& s : impl_->shards)
+    if (s.impl && s.impl->holds_valid(h)) return true;
+  return false;
 }
 
 uint64_t SegmentStore::size() const {
-  return impl_->current.size();
+  uint64_t n = impl_->current.size();
+  for (size_t i = 0; i < impl_->shards.size(); ++i) {
+    if (!impl_->shards[i].impl) continue;
+    for (const auto& [h, row] : impl_->shards[i].impl->current) {
+      bool earlier = impl_->current.count(h) != 0;
+      for (size_t j = 0; j < i && !earlier; ++j)
+        earlier = impl_->shards[j].impl && impl_->shards[j].impl->current.count(h) != 0;
+      if (!earlier) ++n;
+    }
+  }
+  return n;
 }
 
 std::vector<std::string> SegmentStore::keys() const {
-  std::vector<uint64_t> order;
-  order.reserve(impl_->current.size());
-  for (const auto& [h, row] : impl_->current) order.push_back(row);
-  std::sort(order.begin(), order.end());
   std::vector<std::string> out;
-  out.reserve(order.size());
-  for (uint64_t row : order) out.push_back(key_text(impl_->rows[row]));
+  std::unordered_set<Hash128, Hash128Hasher> seen;
+  auto add_file = [&](const Impl& f) {
+    std::vector<uint64_t> order;
+    order.reserve(f.current.size());
+    for (const auto& [h, row] : f.current)
+      if (seen.insert(h).second) order.push_back(row);
+    std::sort(order.begin(), order.end());
+    for (uint64_t row : order) out.push_back(key_text(f.rows[row]));
+  };
+  add_file(*impl_);
+  for (const Impl::Shard& s : impl_->shards)
+    if (s.impl) add_file(*s.impl);
   return out;
 }
 
+std::vector<std::string> SegmentStore::shard_paths() const {
+  std::vector<std::string> out;
+  for (const Impl::Shard& s : impl_->shards) out.push_back(s.path);
+  return out;
+}
+
+std::vector<ShardProblem> SegmentStore::shard_problems() const {
+  std::vector<ShardProblem> out;
+  for (const Impl::Shard& s : impl_->shards)
+    if (!s.impl) out.push_back({s.path, s.problem});
+  return out;
+}
+
+void SegmentStore::close_shards() {
+  impl_->shards.clear();
+}
+
+void SegmentStore::reload_shards() {
+  impl_->shards.clear();
+  load_shards(*impl_);
+}
+
 bool SegmentStore::put(const std::string& key, const Entry& entry) {
-  return impl_->put(key, view_of(entry));
+  return put(key, view_of(entry));
 }
 
 bool SegmentStore::put(const std::string& key, const EntryView& entry) {
+  Hash128 h;
+  if (parse_hex128(key, h))  // a valid copy in a shard counts as there
+    for (const Impl::Shard& s : impl_->shards)
+      if (s.impl && s.impl->holds_valid(h)) return false;
   return impl_->put(key, entry);
 }
 
 ReadResult SegmentStore::read(const std::string& key) {
   impl_->require_open();
-  auto found = impl_->current.find(parse_key_or_throw(key));
-  if (found == impl_->current.end()) return ReadResult{};
-  return impl_->read_row(found->second);
+  const Hash128 h = parse_key_or_throw(key);
+  // The first valid copy in lookup order; else the first damaged one, naming its file.
+  ReadResult damaged;
+  for (const auto& [file, words] : impl_->files()) {
+    auto found = file->current.find(h);
+    if (found == file->current.end()) continue;
+    ReadResult r = file->read_row(found->second);
+    if (r.status == EntryStatus::kValid) return r;
+    if (damaged.status != EntryStatus::kDamaged) {
+      damaged = std::move(r);
+      damaged.problem = words + damaged.problem;
+    }
+  }
+  return damaged;
 }
 
 std::optional<Entry> SegmentStore::get(const std::string& key) {
@@ -976,13 +1088,66 @@ std::optional<Entry> SegmentStore::get(const std::string& key) {
 
 std::string VerifyReport::first_problem() const {
   if (!header_problem.empty()) return header_problem;
+  if (!shard_problems.empty())
+    return shard_problems.front() +
+           (shard_problems.size() > 1
+                ? " (and " + std::to_string(shard_problems.size() - 1) + " more shards)"
+                : "");
   if (damaged.empty()) return "";
   return std::to_string(damaged.size()) + " damaged entr" + (damaged.size() == 1 ? "y" : "ies") +
          " (first " + damaged.front().key + ": " + damaged.front().problem + ")";
 }
 
+namespace {
+VerifyReport verify_file(SegmentStore::Impl& file);
+}
+
 VerifyReport SegmentStore::verify() {
   impl_->require_open();
+  VerifyReport report = verify_file(*impl_);
+  if (impl_->shards.empty()) return report;
+  // Each shard alone, then one logical report: a key damaged in one file but valid in another
+  // is served from the valid copy, so it counts as superseded, not damaged.
+  std::vector<std::pair<VerifyReport, std::string>> parts;
+  for (Impl::Shard& s : impl_->shards) {
+    ++report.shards;
+    if (!s.impl) {
+      report.shard_problems.push_back("shard " + s.path + ": " + s.problem);
+      continue;
+    }
+    VerifyReport v = verify_file(*s.impl);
+    if (!v.header_problem.empty())
+      report.shard_problems.push_back("shard " + s.path + ": " + v.header_problem);
+    parts.emplace_back(std::move(v), "in shard " + s.path + ": ");
+  }
+  std::unordered_set<Hash128, Hash128Hasher> valid;
+  for (const auto& [file, words] : impl_->files())
+    for (const auto& [h, row] : file->current)
+      if (file->damaged_rows.count(row) == 0) valid.insert(h);
+  std::vector<DamagedEntry> damaged;
+  std::unordered_set<std::string> named;
+  auto keep = [&](const DamagedEntry& d, const std::string& words) {
+    Hash128 h;
+    if (parse_hex128(d.key, h) && valid.count(h) != 0) return;
+    if (!named.insert(d.key).second) return;
+    damaged.push_back({d.key, words + d.problem});
+  };
+  for (const DamagedEntry& d : report.damaged) keep(d, "");
+  for (const auto& [v, words] : parts) {
+    for (const DamagedEntry& d : v.damaged) keep(d, words);
+    report.entries_checked += v.entries_checked;
+    report.superseded_rows += v.superseded_rows;
+    report.dropped_rows += v.dropped_rows;
+    report.uncommitted_payload_bytes += v.uncommitted_payload_bytes;
+  }
+  report.damaged = std::move(damaged);
+  report.entries_valid = valid.size();
+  return report;
+}
+
+namespace {
+VerifyReport verify_file(SegmentStore::Impl& store_file) {
+  SegmentStore::Impl* impl_ = &store_file;
   VerifyReport report;
   std::vector<uint64_t> order;
   for (const auto& [h, row] : impl_->current) order.push_back(row);
@@ -1025,6 +1190,13 @@ VerifyReport SegmentStore::verify() {
       (extent - std::min(extent, impl_->committed.payload_end)) * impl_->element_bytes;
   return report;
 }
+}  // namespace
+
+namespace {
+// Adds the current entries of one file that `seen` does not hold yet to `st` and `by_kind`.
+void add_file_stats(const SegmentStore::Impl& s, std::unordered_set<Hash128, Hash128Hasher>& seen,
+                    StoreStats& st, std::map<std::string, uint64_t>& by_kind);
+}  // namespace
 
 StoreStats SegmentStore::stats() const {
   impl_->require_open();
@@ -1034,10 +1206,26 @@ StoreStats SegmentStore::stats() const {
   st.junction = s.options.junction;
   st.dtype = s.options.dtype;
   st.format_version = s.format_version;
-  st.entries = s.current.size();
-  st.file_bytes = s.file.size_bytes();
+  std::unordered_set<Hash128, Hash128Hasher> seen;
+  std::map<std::string, uint64_t> by_kind;
+  add_file_stats(s, seen, st, by_kind);
+  for (const Impl::Shard& shard : s.shards) {
+    if (!shard.impl) continue;
+    ++st.shards;
+    add_file_stats(*shard.impl, seen, st, by_kind);
+  }
+  st.bytes_by_kind.assign(by_kind.begin(), by_kind.end());
+  return st;
+}
+
+namespace {
+void add_file_stats(const SegmentStore::Impl& s, std::unordered_set<Hash128, Hash128Hasher>& seen,
+                    StoreStats& st, std::map<std::string, uint64_t>& by_kind) {
+  st.file_bytes += s.file.size_bytes();
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // current entries' directory rows
   for (const auto& [h, row] : s.current) {
+    if (!seen.insert(h).second) continue;
+    ++st.entries;
     const EntryRow& r = s.rows[row];
     st.tokens += static_cast<uint64_t>(std::max<int64_t>(r.n_tokens, 0));
     st.payload_bytes += r.payload_count * s.element_bytes;
@@ -1045,7 +1233,6 @@ StoreStats SegmentStore::stats() const {
   }
   std::sort(ranges.begin(), ranges.end());
   // One pass over /arrays in large blocks, counting only rows of current entries.
-  std::map<std::string, uint64_t> by_kind;
   std::vector<std::string> kind_of(s.names.size());
   for (size_t i = 0; i < s.names.size(); ++i) kind_of[i] = array_kind(s.names[i]);
   std::vector<ArrayRow> block;
@@ -1069,9 +1256,8 @@ StoreStats SegmentStore::stats() const {
       by_kind[kind] += n * s.element_bytes;
     }
   }
-  st.bytes_by_kind.assign(by_kind.begin(), by_kind.end());
-  return st;
 }
+}  // namespace
 
 const std::string& SegmentStore::space_problem() const {
   return impl_->space_problem;
@@ -1083,6 +1269,7 @@ std::vector<DamagedEntry> SegmentStore::drop_damaged() {
 
 void SegmentStore::close() {
   if (!impl_) return;
+  impl_->shards.clear();
   impl_->payload = h5::Dataset();
   impl_->entries = h5::Dataset();
   impl_->arrays = h5::Dataset();

@@ -70,8 +70,13 @@ struct VerifyReport {
   bool header_unchecked = false;  // a store from before header_crc32c existed
   // Bytes past the last commit (left by an interrupted writer; reused by the next one).
   uint64_t uncommitted_payload_bytes = 0;
-  bool ok() const { return damaged.empty() && header_problem.empty(); }
-  // One line for the first problem (header first, then the first damaged entry).
+  // A sharded store (shards.hpp): each shard that cannot be used (absent, unreadable, made for
+  // another model, a damaged header), as "shard PATH: why". Entries damaged in a shard are in
+  // `damaged` with the shard named in their problem, unless another file holds a valid copy.
+  std::vector<std::string> shard_problems;
+  uint64_t shards = 0;  // shard files checked
+  bool ok() const { return damaged.empty() && header_problem.empty() && shard_problems.empty(); }
+  // One line for the first problem (header first, then a shard, then the first damaged entry).
   std::string first_problem() const;
 };
 
@@ -83,11 +88,23 @@ struct StoreStats {
   uint64_t entries = 0;
   uint64_t tokens = 0;
   uint64_t arrays = 0;
-  uint64_t payload_bytes = 0;  // stored bytes of current entries
-  uint64_t file_bytes = 0;
+  uint64_t payload_bytes = 0;                                   // stored bytes of current entries
+  uint64_t file_bytes = 0;                                      // the store file and its shards
+  uint64_t shards = 0;                                          // shard files read (shards.hpp)
   std::vector<std::pair<std::string, uint64_t>> bytes_by_kind;  // array_kind(), sorted
 };
 
+// A shard named by the manifest that cannot be used, and why.
+struct ShardProblem {
+  std::string path;
+  std::string problem;
+};
+
+// A store may be sharded (store/shards.hpp): the file at `path` plus the shard files its
+// manifest STORE.shards.json names, written by other processes. Every open reads the manifest
+// and opens the shards for reading, and contains/get/read/keys/size/verify/stats see the one
+// logical store: the store file first, then the shards in manifest order, the first valid copy
+// of a key winning. put() and drop_damaged() write the store file only.
 class SegmentStore {
  public:
   // Creates a new store at `path`, replacing any file there, open for writing.
@@ -144,16 +161,31 @@ class SegmentStore {
   // of the two; "" otherwise.
   const std::string& space_problem() const;
 
+  // The shard files the manifest names (empty: not sharded), and those that cannot be used
+  // (absent, unreadable, made for another model, junction width or dtype); their entries count
+  // as missing.
+  std::vector<std::string> shard_paths() const;
+  std::vector<ShardProblem> shard_problems() const;
+  // Closes the shards (a writer of its own shards in another process may then open them), and
+  // opens them again from the manifest, seeing what their writers committed meanwhile.
+  void close_shards();
+  void reload_shards();
+
   // Closes now, reporting errors (the destructor closes silently).
   void close();
   // Closes the store (releasing the writer lock) and opens it again for reading only: after
   // a put() that failed, its committed entries stay readable; writable() is then false.
   void reopen_for_reading();
 
+  struct Impl;  // opaque (segment_store.cpp)
+
  private:
-  struct Impl;
   explicit SegmentStore(std::unique_ptr<Impl> impl);
+  // The store file and the shards its manifest names.
   static std::unique_ptr<Impl> open_impl(const std::string& path, OpenMode mode);
+  // The one file, no shards.
+  static std::unique_ptr<Impl> open_file(const std::string& path, OpenMode mode);
+  static void load_shards(Impl& main);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -104,6 +104,131 @@ TEST(Distributed, WarmupAcrossRanksWritesTheStoreOneProcessWrites) {
   fs::remove_all(dir);
 }
 
+// The same path on every rank (rank 0 chose it).
+std::string broadcast_text(MPI_Comm comm, std::string text) {
+  int n = static_cast<int>(text.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  text.resize(static_cast<size_t>(n));
+  MPI_Bcast(text.data(), n, MPI_CHAR, 0, comm);
+  return text;
+}
+
+void expect_same_entries(SegmentStore& a, SegmentStore& b) {
+  auto ka = a.keys(), kb = b.keys();
+  std::sort(ka.begin(), ka.end());
+  std::sort(kb.begin(), kb.end());
+  ASSERT_EQ(ka, kb);
+  for (const std::string& k : ka) {
+    const auto x = a.get(k), y = b.get(k);
+    ASSERT_TRUE(x && y) << k;
+    EXPECT_EQ(x->n_tokens, y->n_tokens);
+    ASSERT_EQ(x->arrays.size(), y->arrays.size()) << k;
+    for (const auto& [name, t] : x->arrays) {
+      ASSERT_TRUE(y->arrays.count(name)) << name;
+      expect_same_bits(t.to_vector(), y->arrays.at(name).to_vector(), k + " " + name);
+    }
+  }
+}
+
+// Each worker writes its own shard; rank 0 gets receipts only. The logical store (the store
+// file and the shards its manifest names) reads as the store one process writes; a rerun
+// resumes shard by shard; a damaged shard is moved aside and its entries recomputed.
+TEST(Distributed, ShardedWarmupReadsAsTheStoreOneProcessWritesResumesAndRecomputesADamagedShard) {
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
+  const std::string fp = "test-fingerprint";
+  const auto docs = corpus(model.config().vocab_size);
+  const Communicator comm = Communicator::world().duplicate();
+  const int ranks = comm.size();
+  fs::path dir;
+  if (comm.rank() == 0) dir = scratch("sharded");
+  const std::string many_path = broadcast_text(comm.get(), (dir / "many.h5").string());
+  hypic::cluster::WarmupOptions opt;
+  opt.junction.width = 4;
+  opt.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  opt.writers = hypic::cluster::Writers::kShards;
+  opt.store_path = many_path;
+  std::vector<std::string> notes;
+  opt.note = [&notes](const std::string& line) { notes.push_back(line); };
+  if (comm.rank() != 0) {
+    for (int run = 0; run < 3; ++run)
+      hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, opt);
+    return;
+  }
+  SegmentStore one = new_store(dir / "one.h5", fp, hypic::DType::F32);
+  hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, docs, &one, opt);
+
+  // 1. The first half is in the store file already; the rest goes into the shards.
+  SegmentStore many = new_store(many_path, fp, hypic::DType::F32);
+  const std::vector<std::vector<int32_t>> half(docs.begin(), docs.begin() + 4);
+  hypic::cluster::WarmupOptions single = opt;
+  single.writers = hypic::cluster::Writers::kRank0;
+  hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, half, &many, single);
+  const auto r1 = hypic::cluster::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
+  EXPECT_EQ(r1.computed, 4u);
+  EXPECT_EQ(r1.present, 5u);
+  EXPECT_EQ(r1.writers, ranks == 1 ? 1 : ranks - 1);
+  EXPECT_EQ(many.size(), one.size());
+  expect_same_entries(one, many);
+  if (ranks > 1) {
+    EXPECT_EQ(many.shard_paths().size(), static_cast<size_t>(ranks - 1));
+    EXPECT_TRUE(many.shard_problems().empty());
+    // Rank 0 put nothing into its own file: every new entry is in a shard.
+    uint64_t in_shards = 0;
+    for (const std::string& shard : many.shard_paths())
+      in_shards += SegmentStore::open_any(shard, hypic::store::OpenMode::kRead).size();
+    EXPECT_EQ(in_shards, 4u);
+  }
+  {  // A reader opened afresh sees the same logical store and verifies it.
+    SegmentStore reader = SegmentStore::open_any(many_path, hypic::store::OpenMode::kRead);
+    expect_same_entries(one, reader);
+    const hypic::store::VerifyReport v = reader.verify();
+    EXPECT_TRUE(v.ok()) << v.first_problem();
+    EXPECT_EQ(v.entries_valid, one.size());
+  }
+
+  // 2. A rerun resumes: nothing left to compute.
+  const auto r2 = hypic::cluster::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
+  EXPECT_EQ(r2.computed, 0u);
+  EXPECT_EQ(r2.present, docs.size());
+
+  // 3. A damaged shard (its header overwritten) is named, moved aside, and what it held is
+  // computed again.
+  uint64_t lost = 0;
+  std::string damaged;
+  for (const std::string& shard : many.shard_paths()) {
+    const uint64_t n = SegmentStore::open_any(shard, hypic::store::OpenMode::kRead).size();
+    if (n > 0 && damaged.empty()) {
+      damaged = shard;
+      lost = n;
+    }
+  }
+  many.close();
+  if (!damaged.empty()) {
+    std::FILE* f = std::fopen(damaged.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(4096, 'x');
+    ASSERT_EQ(std::fwrite(junk.data(), 1, junk.size(), f), junk.size());
+    std::fclose(f);
+  }
+  many = SegmentStore::open_any(many_path, hypic::store::OpenMode::kWrite);
+  EXPECT_EQ(many.shard_problems().size(), damaged.empty() ? 0u : 1u);
+  notes.clear();
+  const auto r3 = hypic::cluster::warmup_across_ranks(comm.get(), model, fp, docs, &many, opt);
+  EXPECT_EQ(r3.computed, lost);
+  if (!damaged.empty()) {
+    ASSERT_EQ(r3.moved_shards.size(), 1u);
+    EXPECT_TRUE(fs::exists(r3.moved_shards[0]));
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find("shard " + damaged + " is damaged"), std::string::npos) << notes[0];
+  }
+  EXPECT_TRUE(many.shard_problems().empty());
+  expect_same_entries(one, many);
+  EXPECT_TRUE(many.verify().ok());
+  one.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
 // pic mode, junction 4, first-token logits kept for the bitwise comparisons.
 hypic::pic::EngineOptions pic_options() {
   hypic::pic::EngineOptions eo;
