@@ -492,7 +492,10 @@ target=
 row "bench ttft (16 x 512)" "$(verdict $ok)" "$SECS" "$(figure_or_why "p50 ratio prefix/pic ${ratio:-?}")" "$target"
 
 # ---- 9. Golden logits, the cache contract and the PIC tests on the CUDA backend ----
-step golden_pic 15 "${SYNC[@]}" HYPIC_TEST_DEVICE=cuda "$TESTS" \
+# Exact products (HYPIC_CUDA_GEMM=f32): the golden logits' tolerance (1e-4) is f32's; the
+# tensor-core mode is checked against the host by the op harness, the real shapes and forward
+# vs host steps above.
+step golden_pic 15 "${SYNC[@]}" HYPIC_CUDA_GEMM=f32 HYPIC_TEST_DEVICE=cuda "$TESTS" \
   --gtest_filter='Models/Golden.*:*CacheContract*:GoldenData.*:PicEngine.*:PicModes.*:Models/PicModesPerArch.*:DevicePlumbing.*:RingLinear.*:DeviceEntries.*'
 gtest_row "golden + cache contract + PIC (cuda)" golden_pic allow-skips
 

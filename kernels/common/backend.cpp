@@ -69,6 +69,10 @@ const char* op_name(Op op) {
       return "moe_gather";
     case Op::MoeScatterAdd:
       return "moe_scatter_add";
+    case Op::MoeCombine:
+      return "moe_combine";
+    case Op::GroupedLinear:
+      return "grouped_linear";
     case Op::ComposeStates:
       return "compose_states";
     case Op::Axpby:
@@ -123,6 +127,19 @@ void Backend::linear(const float* x, const Tensor& w, float* y, int m, int n, in
     linear_bf16(x, static_cast<const uint16_t*>(w.raw()) + offset, y, m, n, k, accumulate);
   else
     linear(x, static_cast<const float*>(w.raw()) + offset, y, m, n, k, accumulate);
+}
+
+void Backend::grouped_linear(const float* x, const Tensor* const* w, const int* start, int groups,
+                             float* y, int n, int k) const {
+  for (int e = 0; e < groups; ++e) {
+    const int rows = start[e + 1] - start[e];
+    HYPIC_REQUIRE(rows >= 0, "grouped_linear: group starts must ascend");
+    if (rows == 0) continue;
+    HYPIC_REQUIRE(w[e] != nullptr, "grouped_linear: a non-empty group without a weight");
+    const size_t r0 = static_cast<size_t>(start[e]);
+    linear(x + r0 * static_cast<size_t>(k), *w[e], y + r0 * static_cast<size_t>(n), rows, n, k,
+           false);
+  }
 }
 
 void Backend::gather_rows(const Tensor& table, const int32_t* ids, int n, float* out) const {

@@ -1,110 +1,174 @@
-// Causal attention with grouped key/value heads as a tiled online softmax (the flash-attention
-// recurrence): a block owns kQ queries of one head and walks the visible keys kK at a time
-// through shared memory, keeping per query the running max m, the running sum l and the
-// unnormalised output. Memory is the inputs and outputs only: no n_kv-sized scratch, so a
-// 32k-token segment costs nothing beyond its K/V cache. Plain f32 FMA loops, no tensor cores.
+// Causal attention with grouped key/value heads on tensor cores: the steps of
+// attention_plan.hpp (the orchestration the host backend runs too) with every kv head of a step
+// at once. Per call, q, k and v are packed once into per-kv-head panels ([Hkv, T·group, hd]
+// with rows query-major as the plan stacks them; [Hkv, n_kv, hd]) in bf16 (HYPIC_CUDA_GEMM=f32:
+// in f32); per key step of a query block, one strided-batched cuBLAS product S = scale·Q Kᵀ
+// (f32 accumulation and output), one kernel for the masked online softmax (one block per row:
+// running max and sum, rescaled accumulator, probabilities P rounded to the product type), one
+// strided-batched product acc += P V; at the end one kernel writes out = acc / l in [T, H, hd].
+// Scratch (stream-ordered pool): the panels, and per block S, P, acc, m, l.
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "hypic/kernels/attention_checks.hpp"
+#include "hypic/kernels/attention_plan.hpp"
 #include "ops.cuh"
 #include "util.cuh"
 
 namespace hypic::kernels::cuda {
 namespace {
-constexpr int kQ = 16;  // queries per block
-constexpr int kK = 32;  // keys per tile
-constexpr int kAttnThreads = 128;
+namespace plan = attention_plan;
+constexpr int kRows = 4096;  // stacked query rows per block (queries × heads per kv head)
+constexpr int kKeys = 1024;  // keys per step
 
-size_t shared_bytes(int hd) {
-  // q [kQ, hd], o [kQ, hd], k [kK, hd], v [kK, hd], p [kQ, kK], m, l, corr [kQ]
-  return sizeof(float) * (size_t(2 * kQ + 2 * kK) * hd + kQ * kK + 3 * kQ);
+__device__ inline void store(float* p, float v) {
+  *p = v;
+}
+__device__ inline void store(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16_rn(v);
 }
 
-__global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int T,
-                                 int n_kv, int H, int Hkv, int hd, float scale,
-                                 const int* positions) {
-  extern __shared__ float smem[];
-  float* qs = smem;
-  float* os = qs + kQ * hd;
-  float* ks = os + kQ * hd;
-  float* vs = ks + kK * hd;
-  float* p = vs + kK * hd;
-  float* m = p + kQ * kK;
-  float* l = m + kQ;
-  float* corr = l + kQ;
+// dst[g][(t·group + j)·hd + c] = src[t][(g·group + j)·hd + c]: [n, Hx·group, hd] → per kv head
+// panels [Hx, n·group, hd] (group = 1: K and V, [n_kv, Hkv, hd] → [Hkv, n_kv, hd]).
+template <class T>
+__global__ void pack_kernel(const float* src, int64_t n, int Hx, int group, int hd, T* dst) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t heads = int64_t(Hx) * group;
+  if (i >= n * heads * hd) return;
+  const int c = static_cast<int>(i % hd);
+  const int64_t rest = i / hd;
+  const int h = static_cast<int>(rest % heads);
+  const int64_t t = rest / heads;
+  const int g = h / group, j = h % group;
+  store(dst + ((int64_t(g) * n + t) * group + j) * hd + c, src[i]);
+}
 
-  const int h = blockIdx.y, g = h / (H / Hkv);
-  const int t0 = blockIdx.x * kQ;
-  const int nq = min(kQ, T - t0);
-  const int past = n_kv - T;
-  // Query t0 + r sits at position pos(r) and sees keys 0 … pos(r) (positions ascend).
-  auto pos = [&](int r) { return positions != nullptr ? positions[t0 + r] : past + t0 + r; };
-  const int64_t q_ld = int64_t(H) * hd, kv_ld = int64_t(Hkv) * hd;
-
-  for (int i = threadIdx.x; i < kQ * hd; i += blockDim.x) {
-    const int r = i / hd, c = i % hd;
-    qs[i] = r < nq ? q[int64_t(t0 + r) * q_ld + int64_t(h) * hd + c] : 0.0f;
-    os[i] = 0.0f;
-  }
-  if (threadIdx.x < kQ) {
-    m[threadIdx.x] = -INFINITY;
-    l[threadIdx.x] = 0.0f;
-  }
+// The online-softmax step for one row of one kv head (block (row − r0, g)): the row's visible
+// scores → max, exponentials and sum; the accumulator rescaled; P (0 past the visible keys).
+template <class T>
+__global__ void softmax_step_kernel(const float* S, T* P, float* acc, float* m, float* l,
+                                    int rows_max, int hd, int group, int q0, int r0, int j0,
+                                    int width, const int* positions, int past) {
+  __shared__ float red[32];
+  const int row = r0 + blockIdx.x, g = blockIdx.y;
+  const int64_t at = int64_t(g) * rows_max + row;
+  const float* s = S + at * kKeys;
+  T* p = P + at * kKeys;
+  const int pos = plan::position(positions, past, q0 + row / group);
+  const int visible = plan::visible_keys(pos, j0, width);
+  float mx = -INFINITY;
+  for (int c = threadIdx.x; c < visible; c += blockDim.x) mx = fmaxf(mx, s[c]);
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
   __syncthreads();
-
-  const int last_key = pos(nq - 1);  // visible to the block's last query
-  for (int k0 = 0; k0 <= last_key; k0 += kK) {
-    const int nk = min(kK, last_key + 1 - k0);
-    for (int i = threadIdx.x; i < kK * hd; i += blockDim.x) {
-      const int r = i / hd, c = i % hd;
-      const int64_t src = int64_t(k0 + r) * kv_ld + int64_t(g) * hd + c;
-      ks[i] = r < nk ? k[src] : 0.0f;
-      vs[i] = r < nk ? v[src] : 0.0f;
-    }
-    __syncthreads();
-    // Scores, masked: key k0 + j is visible to query t0 + r when k0 + j ≤ pos(r).
-    for (int i = threadIdx.x; i < kQ * kK; i += blockDim.x) {
-      const int r = i / kK, j = i % kK;
-      float s = -INFINITY;
-      if (r < nq && j < nk && k0 + j <= pos(r)) {
-        float acc = 0.0f;
-        for (int c = 0; c < hd; ++c) acc += qs[r * hd + c] * ks[j * hd + c];
-        s = acc * scale;
-      }
-      p[i] = s;
-    }
-    __syncthreads();
-    // Online softmax statistics, one thread per query row.
-    if (threadIdx.x < kQ) {
-      const int r = threadIdx.x;
-      float mx = m[r];
-      for (int j = 0; j < kK; ++j) mx = fmaxf(mx, p[r * kK + j]);
-      float sum = 0.0f;
-      for (int j = 0; j < kK; ++j) {
-        const float s = p[r * kK + j];
-        const float e = s == -INFINITY ? 0.0f : expf(s - mx);
-        p[r * kK + j] = e;
-        sum += e;
-      }
-      const float c = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
-      corr[r] = c;
-      l[r] = l[r] * c + sum;
-      m[r] = mx;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < kQ * hd; i += blockDim.x) {
-      const int r = i / hd, c = i % hd;
-      float acc = os[i] * corr[r];
-      for (int j = 0; j < nk; ++j) acc += p[r * kK + j] * vs[j * hd + c];
-      os[i] = acc;
-    }
-    __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) mx = fmaxf(mx, red[w]);
+  __syncthreads();
+  const float m_old = m[at];
+  const float m_new = fmaxf(m_old, mx);
+  const float rescale = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
+    const float e = c < visible ? expf(s[c] - m_new) : 0.0f;
+    store(p + c, e);
+    sum += e;
   }
-  for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
-    const int r = i / hd, c = i % hd;
-    out[int64_t(t0 + r) * q_ld + int64_t(h) * hd + c] = os[i] / l[r];
+  sum = block_sum(sum, red);
+  float* a = acc + at * hd;
+  if (rescale != 1.0f)
+    for (int c = threadIdx.x; c < hd; c += blockDim.x) a[c] *= rescale;
+  if (threadIdx.x == 0) {
+    l[at] = l[at] * rescale + sum;
+    m[at] = m_new;
+  }
+}
+
+__global__ void init_rows_kernel(float* acc, float* m, float* l, int64_t rows, int hd) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < rows * hd) acc[i] = 0.0f;
+  if (i < rows) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+}
+
+// out[q0 + t][(g·group + j)·hd + c] = acc[g][t·group + j][c] / l[g][t·group + j].
+__global__ void finish_kernel(const float* acc, const float* l, float* out, int nq, int q0, int Hkv,
+                              int group, int hd, int rows_max) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t heads = int64_t(Hkv) * group;
+  if (i >= int64_t(nq) * heads * hd) return;
+  const int c = static_cast<int>(i % hd);
+  const int64_t rest = i / hd;
+  const int h = static_cast<int>(rest % heads);
+  const int t = static_cast<int>(rest / heads);
+  const int g = h / group, j = h % group;
+  const int64_t at = int64_t(g) * rows_max + int64_t(t) * group + j;
+  out[(int64_t(q0) + t) * heads * hd + int64_t(h) * hd + c] = acc[at * hd + c] / l[at];
+}
+
+template <class T>
+void pack(const float* src, int64_t n, int Hx, int group, int hd, T* dst) {
+  const int64_t total = n * Hx * group * hd;
+  if (total == 0) return;
+  pack_kernel<T><<<blocks_for(total), kThreads>>>(src, n, Hx, group, hd, dst);
+  check_launch("attention_causal (pack)");
+}
+
+// The steps of attention_plan in element type T (bf16 on tensor cores, or f32).
+template <class T>
+void run(const AttentionDims& d, const float* q, const float* k, const float* v, float* out,
+         const int* host_positions, cudaDataType_t type) {
+  const int group = d.H / d.Hkv, hd = d.hd, past = d.n_kv - d.T;
+  const int bq = plan::query_block(d, kRows);
+  const int rows_max = bq * group;
+  Scratch qp(sizeof(T) * size_t(d.T) * d.H * hd), kp(sizeof(T) * size_t(d.n_kv) * d.Hkv * hd),
+      vp(sizeof(T) * size_t(d.n_kv) * d.Hkv * hd);
+  pack(q, d.T, d.Hkv, group, hd, qp.as<T>());
+  pack(k, d.n_kv, d.Hkv, 1, hd, kp.as<T>());
+  pack(v, d.n_kv, d.Hkv, 1, hd, vp.as<T>());
+  const int64_t slab = int64_t(d.Hkv) * rows_max;  // rows of all kv heads in a block
+  Scratch S(sizeof(float) * size_t(slab) * kKeys), P(sizeof(T) * size_t(slab) * kKeys),
+      acc(sizeof(float) * size_t(slab) * hd), m(sizeof(float) * size_t(slab)),
+      l(sizeof(float) * size_t(slab));
+  const float zero = 0.0f, one = 1.0f;
+  cublasHandle_t h = cublas_handle();
+  for (int q0 = 0; q0 < d.T; q0 += bq) {
+    const int nq = std::min(bq, d.T - q0);
+    init_rows_kernel<<<blocks_for(slab * hd), kThreads>>>(acc.as<float>(), m.as<float>(),
+                                                          l.as<float>(), slab, hd);
+    check_launch("attention_causal (init)");
+    plan::for_each_key_step(host_positions, past, q0, nq, kKeys, [&](int first, int j0, int width) {
+      const int r0 = first * group, active = nq * group - r0;
+      const T* qrows = qp.as<T>() + (int64_t(q0) * group + r0) * hd;
+      // S[g][r0 …, 0:width] = scale · Q_g Kᵀ (row-major; column-major: Sᵀ = K Q_gᵀ).
+      check(cublasGemmStridedBatchedEx(
+                h, CUBLAS_OP_T, CUBLAS_OP_N, width, active, hd, &d.scale,
+                kp.as<T>() + int64_t(j0) * hd, type, hd, int64_t(d.n_kv) * hd, qrows, type, hd,
+                int64_t(d.T) * group * hd, &zero, S.as<float>() + int64_t(r0) * kKeys, CUDA_R_32F,
+                kKeys, int64_t(rows_max) * kKeys, d.Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmStridedBatchedEx (attention scores)");
+      check_launch("cublasGemmStridedBatchedEx (attention scores)");
+      softmax_step_kernel<T><<<dim3(active, d.Hkv), kThreads>>>(
+          S.as<float>(), P.as<T>(), acc.as<float>(), m.as<float>(), l.as<float>(), rows_max, hd,
+          group, q0, r0, j0, width, d.positions, past);
+      check_launch("attention_causal (softmax step)");
+      // acc[g][r0 …] += P[g][r0 …, 0:width] · V_g[j0 …] (column-major: accᵀ += Vᵀ Pᵀ).
+      check(cublasGemmStridedBatchedEx(
+                h, CUBLAS_OP_N, CUBLAS_OP_N, hd, active, width, &one, vp.as<T>() + int64_t(j0) * hd,
+                type, hd, int64_t(d.n_kv) * hd, P.as<T>() + int64_t(r0) * kKeys, type, kKeys,
+                int64_t(rows_max) * kKeys, &one, acc.as<float>() + int64_t(r0) * hd, CUDA_R_32F, hd,
+                int64_t(rows_max) * hd, d.Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmStridedBatchedEx (attention values)");
+      check_launch("cublasGemmStridedBatchedEx (attention values)");
+    });
+    const int64_t total = int64_t(nq) * d.H * hd;
+    finish_kernel<<<blocks_for(total), kThreads>>>(acc.as<float>(), l.as<float>(), out, nq, q0,
+                                                   d.Hkv, group, hd, rows_max);
+    check_launch("attention_causal (finish)");
   }
 }
 
@@ -115,23 +179,22 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   if (d.T == 0) return;
   if (d.n_kv < d.T || d.Hkv <= 0 || d.H % d.Hkv != 0)
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
-  if (d.positions != nullptr && !d.positions_checked) {
-    // The host's check on a host copy (T ints; the copy waits for the compute queued so far,
-    // which wrote them): a kernel reading positions[t] past n_kv would read keys out of range.
-    // Skipped when the caller checked them before the upload (AttentionDims::positions_checked).
-    std::vector<int> host(static_cast<size_t>(d.T));
+  // The plan walks the positions on the host: a host copy (T ints; the copy waits for the
+  // compute queued so far, which wrote them), checked as the host checks them, since a kernel
+  // reading positions[t] past n_kv would read keys out of range (not again where the caller
+  // checked them before the upload: AttentionDims::positions_checked).
+  std::vector<int> host;
+  if (d.positions != nullptr) {
+    host.resize(static_cast<size_t>(d.T));
     check(cudaMemcpy(host.data(), d.positions, host.size() * sizeof(int), cudaMemcpyDeviceToHost),
           "cudaMemcpy D2H (attention_causal positions)");
-    check_query_positions(host.data(), d.T, d.n_kv);
+    if (!d.positions_checked) check_query_positions(host.data(), d.T, d.n_kv);
   }
-  const size_t bytes = shared_bytes(d.hd);
-  check(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(bytes)),
-        "cudaFuncSetAttribute (attention shared memory)");
-  const dim3 grid((d.T + kQ - 1) / kQ, d.H);
-  attention_kernel<<<grid, kAttnThreads, bytes>>>(q, k, v, out, d.T, d.n_kv, d.H, d.Hkv, d.hd,
-                                                  d.scale, d.positions);
-  check_launch("attention_causal");
+  const int* positions = d.positions != nullptr ? host.data() : nullptr;
+  if (tensor_cores_flag())
+    run<__nv_bfloat16>(d, q, k, v, out, positions, CUDA_R_16BF);
+  else
+    run<float>(d, q, k, v, out, positions, CUDA_R_32F);
 }
 
 }  // namespace hypic::kernels::cuda

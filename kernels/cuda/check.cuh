@@ -20,6 +20,14 @@ inline bool& sync_debug() {
   return on;
 }
 
+// HYPIC_CUDA_GEMM (device_book::gemm_tensor_cores_setting): products of bf16 weights on tensor
+// cores with bf16-rounded activations (true, the default) or exact (f32). Read once, when the
+// backend is created.
+inline bool& tensor_cores_flag() {
+  static bool on = true;
+  return on;
+}
+
 // Errors after which the CUDA context is unusable.
 inline bool is_sticky(cudaError_t err) {
   switch (err) {

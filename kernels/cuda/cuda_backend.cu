@@ -29,6 +29,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "check.cuh"
 #include "hypic/kernels/backend.hpp"
@@ -45,6 +47,8 @@ class CudaBackend final : public Backend {
   CudaBackend() {
     try {
       cuda::sync_debug() = device_book::sync_debug_setting(std::getenv("HYPIC_CUDA_SYNC_DEBUG"));
+      cuda::tensor_cores_flag() =
+          device_book::gemm_tensor_cores_setting(std::getenv("HYPIC_CUDA_GEMM"));
     } catch (const std::invalid_argument& e) {
       throw Error(e.what());
     }
@@ -153,6 +157,30 @@ class CudaBackend final : public Backend {
                    bool accumulate) const override {
     cuda::linear_bf16(x, w, y, m, n, k, accumulate);
   }
+  // Tensor cores (HYPIC_CUDA_GEMM unset or bf16): bf16 weights in one grouped cuBLAS call;
+  // f32 weights, or HYPIC_CUDA_GEMM=f32: one linear per group (Backend's default).
+  void grouped_linear(const float* x, const Tensor* const* w, const int* start, int groups,
+                      float* y, int n, int k) const override {
+    std::vector<const uint16_t*> bf16(static_cast<size_t>(groups), nullptr);
+    bool all_bf16 = cuda::tensor_cores_flag();
+    for (int e = 0; e < groups && all_bf16; ++e) {
+      if (start[e + 1] == start[e]) continue;
+      HYPIC_REQUIRE(w[e] != nullptr, "grouped_linear: a non-empty group without a weight");
+      const Tensor& t = *w[e];
+      HYPIC_REQUIRE(t.device() == Device::Cuda && t.rank() == 2 && t.dim(1) == k && t.dim(0) >= n,
+                    "grouped_linear: group " + std::to_string(e) + "'s weight " + t.shape_str() +
+                        " in " + device_name(t.device()) + " memory is not a cuda [>= " +
+                        std::to_string(n) + ", " + std::to_string(k) + "] matrix");
+      if (t.dtype() != DType::BF16) all_bf16 = false;
+      bf16[static_cast<size_t>(e)] = static_cast<const uint16_t*>(t.raw());
+    }
+    if (!all_bf16) {
+      Backend::grouped_linear(x, w, start, groups, y, n, k);
+      return;
+    }
+    cuda::grouped_linear_bf16(x, bf16.data(), start, groups, y, n, k);
+  }
+  bool tensor_core_products() const override { return cuda::tensor_cores_flag(); }
   void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows,
                     int cols) const override {
     cuda::copy_strided(src, src_ld, offset, dst, rows, cols);
@@ -266,6 +294,10 @@ class CudaBackend final : public Backend {
   void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                        const float* weights, float* out) const override {
     cuda::moe_scatter_add(ye, hidden, pair_ids, n, k, weights, out);
+  }
+  void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                   const float* weights, float* out, int* work) const override {
+    cuda::moe_combine(ye, hidden, pair_ids, T, k, weights, out, work);
   }
 
   void compose_states(const TransitionRef* sums, float* const* states, int n,

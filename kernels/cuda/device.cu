@@ -42,6 +42,15 @@ void set_device(int index) {
   keep_pool_mapped();
 }
 
+bool tensor_cores() {
+  cuda_backend();  // HYPIC_CUDA_GEMM is read when the backend is created
+  return tensor_cores_flag();
+}
+void set_tensor_cores(bool on) {
+  cuda_backend();
+  tensor_cores_flag() = on;
+}
+
 std::string sticky_fault() {
   return first_sticky_fault();
 }

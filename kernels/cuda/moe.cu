@@ -3,6 +3,7 @@
 // writing its pairs in ascending order), and the gather / weighted scatter around the expert
 // products. The expert products themselves are cuBLAS GEMMs over each expert's rows.
 #include <stdexcept>
+#include <string>
 
 #include "ops.cuh"
 #include "util.cuh"
@@ -206,6 +207,41 @@ __global__ void moe_scatter_add_kernel(const float* ye, int hidden, const int* p
   atomicAdd(out + int64_t(p / k) * hidden + c, weights[p] * ye[i]);
 }
 
+// work[pair_ids[r]] = r: the row of every pair.
+__global__ void moe_rows_kernel(const int* pair_ids, int64_t pairs, int* work) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (r < pairs) work[pair_ids[r]] = static_cast<int>(r);
+}
+
+// One block per (token, column slice): the token's k rows sorted ascending in shared memory
+// (expert order, as the host adds them), then each thread adds its columns' k terms in that
+// order. Grid (T, column slices).
+__global__ void moe_combine_kernel(const float* ye, int hidden, int k, const float* weights,
+                                   const int* work, float* out) {
+  __shared__ int rows[kMoeCombineMaxK];
+  __shared__ float wts[kMoeCombineMaxK];
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < k; ++j) {  // insertion sort of k ≤ 64 rows
+      const int r = work[t * k + j];
+      const float wt = weights[t * k + j];
+      int i = j;
+      for (; i > 0 && rows[i - 1] > r; --i) {
+        rows[i] = rows[i - 1];
+        wts[i] = wts[i - 1];
+      }
+      rows[i] = r;
+      wts[i] = wt;
+    }
+  }
+  __syncthreads();
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= hidden) return;
+  float o = out[t * hidden + c];
+  for (int i = 0; i < k; ++i) o += wts[i] * ye[int64_t(rows[i]) * hidden + c];
+  out[t * hidden + c] = o;
+}
+
 }  // namespace
 
 void moe_route(const MoeRouteSpec& s, const float* logits, const float* bias, int T, int* experts,
@@ -254,6 +290,21 @@ void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, in
   if (total == 0) return;
   moe_scatter_add_kernel<<<blocks_for(total), kThreads>>>(ye, hidden, pair_ids, n, k, weights, out);
   check_launch("moe_scatter_add");
+}
+
+void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                 const float* weights, float* out, int* work) {
+  if (k < 1 || k > kMoeCombineMaxK)
+    throw Error("moe_combine: experts per token must be 1 to " + std::to_string(kMoeCombineMaxK) +
+                ", not " + std::to_string(k));
+  const int64_t pairs = int64_t(T) * k;
+  if (pairs == 0 || hidden == 0) return;
+  moe_rows_kernel<<<blocks_for(pairs), kThreads>>>(pair_ids, pairs, work);
+  check_launch("moe_combine (rows)");
+  const dim3 grid(static_cast<unsigned>(T),
+                  static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
+  moe_combine_kernel<<<grid, kThreads>>>(ye, hidden, k, weights, work, out);
+  check_launch("moe_combine");
 }
 
 }  // namespace hypic::kernels::cuda

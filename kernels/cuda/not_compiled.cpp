@@ -43,6 +43,12 @@ std::string device_uuid(int) {
 std::string sticky_fault() {
   return "";
 }
+bool tensor_cores() {
+  return false;
+}
+void set_tensor_cores(bool) {
+  not_compiled();
+}
 void gemm_bf16(bool, bool, int, int, int, float, const uint16_t*, int, const uint16_t*, int, float,
                float*, int) {
   not_compiled();

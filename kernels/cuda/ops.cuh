@@ -2,6 +2,8 @@
 // The CUDA backend's kernels (device pointers throughout), behind cuda_backend(). Each takes
 // the arguments of the Backend op of the same name (backend.hpp documents the layouts) and
 // queues its work on the compute stream (the legacy default stream).
+#include <cublas_v2.h>
+
 #include <cstdint>
 
 #include "hypic/kernels/attention.hpp"
@@ -18,6 +20,8 @@ namespace hypic::kernels::cuda {
 // (cudaMemPoolAttrReleaseThreshold = UINT64_MAX): scratch is not unmapped at every sync.
 void keep_pool_mapped();
 
+// --- gemm.cu: cuBLAS (one handle per host thread, on the compute stream) ---
+cublasHandle_t cublas_handle();
 // --- gemm.cu: cuBLAS (row-major through column-major: C = A·B is Cᵀ = Bᵀ·Aᵀ) ---
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);
@@ -27,6 +31,10 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float
                           int batch);
 // y[m,n] (+)= x[m,k] · W[n,k]ᵀ with W in bf16 (see gemm.cu).
 void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k, bool accumulate);
+// Backend::grouped_linear with bf16 weights on tensor cores (one grouped cuBLAS call; see
+// gemm.cu); w: host array of `groups` device pointers, start: host array [groups + 1].
+void grouped_linear_bf16(const float* x, const uint16_t* const* w, const int* start, int groups,
+                         float* y, int n, int k);
 
 // --- elementwise.cu: copies, gathers, activations and gates ---
 void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows, int cols);
@@ -60,7 +68,8 @@ void rotary_rotate_columns(const Rotary& r, float* m, int dk, int cols, int64_t 
 void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, int dk, int dv,
                      int64_t pos);
 
-// --- attention.cu: tiled online softmax, no workspace ---
+// --- attention.cu: the steps of attention_plan.hpp as strided-batched cuBLAS products (bf16
+// on tensor cores, or f32 with HYPIC_CUDA_GEMM=f32) and a softmax kernel; pool scratch ---
 void attention_causal(const AttentionDims& d, const float* q, const float* k, const float* v,
                       float* out);
 
@@ -79,6 +88,8 @@ void moe_group(const int* experts, int T, int k, int E, int* start, int* pair_id
 void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, float* xe);
 void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                      const float* weights, float* out);
+void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                 const float* weights, float* out, int* work);
 
 // --- compose.cu: T·S + S0 as batched products per layer ---
 void compose_states(const TransitionRef* sums, float* const* states, int n, bool addition);

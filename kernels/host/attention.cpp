@@ -1,5 +1,6 @@
-// Host causal attention: per kv head and block of queries, the queries of every head sharing
-// that kv head are stacked, and the keys are visited in steps of kKeys. Each step's scores are
+// Host causal attention, the steps of attention_plan.hpp (shared with the CUDA backend): per kv
+// head and block of queries, the queries of every head sharing that kv head are stacked, and
+// the keys are visited in steps of kKeys. Each step's scores are
 // one sgemm for the queries that see the step's first key (positions ascend, so they are a
 // run of rows), the masked exponentials run row by row (vectorisable exp) with a running max
 // and sum per row (online softmax), and the weighted values accumulate through a second sgemm.
@@ -18,6 +19,7 @@
 
 #include "fast_exp.hpp"
 #include "hypic/kernels/attention_checks.hpp"
+#include "hypic/kernels/attention_plan.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "parallel.hpp"
 
@@ -72,8 +74,7 @@ namespace {
 constexpr int kRows = 256, kKeys = 256;
 
 int query_block(const AttentionDims& d) {
-  const int group = d.H / std::max(1, d.Hkv);
-  return std::min(d.T, std::max(16, kRows / std::max(1, group)));
+  return attention_plan::query_block(d, kRows);
 }
 
 // The caller's workspace serves the thread in slot 0; every other thread of the team keeps its
@@ -99,7 +100,6 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     throw std::invalid_argument("attention_causal: need n_kv >= T and H a multiple of Hkv");
   const int group = d.H / d.Hkv;
   const int past = d.n_kv - d.T;  // keys before the first query
-  auto position = [&](int t) { return d.positions != nullptr ? d.positions[t] : past + t; };
   if (d.positions != nullptr) check_query_positions(d.positions, d.T, d.n_kv);
   const int q_ld = d.H * d.hd;
   const int kv_ld = d.Hkv * d.hd;
@@ -134,34 +134,32 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
     // Keys in steps of kKeys from 0 up to what the block's last query sees; each step meets
     // only the queries that see its first key, with an online softmax (running max and sum,
     // the accumulated values rescaled when the max grows).
-    const int keys = position(q0 + nq - 1) + 1;
-    int first = 0;  // the block's first query at or after the step's first key
-    for (int j0 = 0; j0 < keys; j0 += kKeys) {
-      while (position(q0 + first) < j0) ++first;
-      const int width = std::min(kKeys, keys - j0);
-      const size_t r0 = static_cast<size_t>(first) * group;
-      const int active = static_cast<int>(rows - r0);
-      float* s = scores + r0 * kKeys;
-      gemm(false, true, active, width, d.hd, d.scale, qs + r0 * hd, d.hd,
-           kg + static_cast<size_t>(j0) * kv_ld, kv_ld, 0.0f, s, kKeys);
-      for (int r = 0; r < active; ++r) {
-        const size_t row = r0 + r;
-        const int t = static_cast<int>(row) / group;
-        const int visible = std::min(width, position(q0 + t) - j0 + 1);  // ≥ 1
-        float* sr = s + static_cast<size_t>(r) * kKeys;
-        const float m_old = mx[row];
-        const float m_new = std::max(m_old, row_max(sr, visible));
-        const float rescale = m_old == -std::numeric_limits<float>::infinity()
-                                  ? 0.0f  // the row's first step
-                                  : host::exp_nonpositive(m_old - m_new);
-        sum[row] = sum[row] * rescale + exp_row(sr, visible, width, m_new);
-        mx[row] = m_new;
-        if (rescale != 1.0f)
-          for (size_t c = 0; c < hd; ++c) acc[row * hd + c] *= rescale;
-      }
-      gemm(false, false, active, d.hd, width, 1.0f, s, kKeys, vg + static_cast<size_t>(j0) * kv_ld,
-           kv_ld, 1.0f, acc + r0 * hd, d.hd);
-    }
+    attention_plan::for_each_key_step(
+        d.positions, past, q0, nq, kKeys, [&](int first, int j0, int width) {
+          const size_t r0 = static_cast<size_t>(first) * group;
+          const int active = static_cast<int>(rows - r0);
+          float* s = scores + r0 * kKeys;
+          gemm(false, true, active, width, d.hd, d.scale, qs + r0 * hd, d.hd,
+               kg + static_cast<size_t>(j0) * kv_ld, kv_ld, 0.0f, s, kKeys);
+          for (int r = 0; r < active; ++r) {
+            const size_t row = r0 + r;
+            const int t = static_cast<int>(row) / group;
+            const int visible = attention_plan::visible_keys(
+                attention_plan::position(d.positions, past, q0 + t), j0, width);  // ≥ 1
+            float* sr = s + static_cast<size_t>(r) * kKeys;
+            const float m_old = mx[row];
+            const float m_new = std::max(m_old, row_max(sr, visible));
+            const float rescale = m_old == -std::numeric_limits<float>::infinity()
+                                      ? 0.0f  // the row's first step
+                                      : host::exp_nonpositive(m_old - m_new);
+            sum[row] = sum[row] * rescale + exp_row(sr, visible, width, m_new);
+            mx[row] = m_new;
+            if (rescale != 1.0f)
+              for (size_t c = 0; c < hd; ++c) acc[row * hd + c] *= rescale;
+          }
+          gemm(false, false, active, d.hd, width, 1.0f, s, kKeys,
+               vg + static_cast<size_t>(j0) * kv_ld, kv_ld, 1.0f, acc + r0 * hd, d.hd);
+        });
     for (int t = 0; t < nq; ++t)
       for (int j = 0; j < group; ++j) {
         const size_t row = static_cast<size_t>(t) * group + j;

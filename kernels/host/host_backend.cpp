@@ -175,6 +175,10 @@ class HostBackend final : public Backend {
                        const float* weights, float* out) const override {
     kernels::moe_scatter_add(ye, hidden, pair_ids, n, k, weights, out);
   }
+  void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                   const float* weights, float* out, int* work) const override {
+    kernels::moe_combine(ye, hidden, pair_ids, T, k, weights, out, work);
+  }
 
   void compose_states(const TransitionRef* sums, float* const* states, int n,
                       bool addition) const override {

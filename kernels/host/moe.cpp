@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "parallel.hpp"
 
@@ -142,6 +143,35 @@ void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, in
     float* o = out + static_cast<size_t>(pair_ids[r] / k) * hidden;
     const float* y = ye + static_cast<size_t>(r) * hidden;
     for (int c = 0; c < hidden; ++c) o[c] += wt * y[c];
+  });
+}
+
+void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                 const float* weights, float* out, int* work) {
+  if (k < 1 || k > kMoeCombineMaxK)
+    throw std::invalid_argument("moe_combine: experts per token must be 1 to " +
+                                std::to_string(kMoeCombineMaxK) + ", not " + std::to_string(k));
+  const int64_t pairs = int64_t(T) * k;
+  for (int64_t r = 0; r < pairs; ++r) work[pair_ids[r]] = static_cast<int>(r);  // row of a pair
+  host::parallel_for(T, 2 * int64_t(hidden) * k, [=](const int64_t t) {
+    // The token's rows in ascending order (insertion sort of k ≤ a few dozen).
+    int rows[kMoeCombineMaxK];
+    int slots[kMoeCombineMaxK];
+    for (int j = 0; j < k; ++j) {
+      int r = work[t * k + j], s = j, i = j;
+      for (; i > 0 && rows[i - 1] > r; --i) {
+        rows[i] = rows[i - 1];
+        slots[i] = slots[i - 1];
+      }
+      rows[i] = r;
+      slots[i] = s;
+    }
+    float* o = out + static_cast<size_t>(t) * hidden;
+    for (int i = 0; i < k; ++i) {
+      const float wt = weights[t * k + slots[i]];
+      const float* y = ye + static_cast<size_t>(rows[i]) * hidden;
+      for (int c = 0; c < hidden; ++c) o[c] += wt * y[c];
+    }
   });
 }
 

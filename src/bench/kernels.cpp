@@ -173,6 +173,15 @@ class TimingBackend final : public kernels::Backend {
                        const float* weights, float* out) const override {
     timed(Op::MoeScatterAdd, [&] { in_.moe_scatter_add(ye, hidden, ids, n, k, weights, out); });
   }
+  void moe_combine(const float* ye, int hidden, const int* ids, int T, int k, const float* weights,
+                   float* out, int* work) const override {
+    timed(Op::MoeCombine, [&] { in_.moe_combine(ye, hidden, ids, T, k, weights, out, work); });
+  }
+  void grouped_linear(const float* x, const Tensor* const* w, const int* start, int groups,
+                      float* y, int n, int k) const override {
+    timed(Op::GroupedLinear, [&] { in_.grouped_linear(x, w, start, groups, y, n, k); });
+  }
+  bool tensor_core_products() const override { return in_.tensor_core_products(); }
   void compose_states(const kernels::TransitionRef* sums, float* const* states, int n,
                       bool addition) const override {
     timed(Op::ComposeStates, [&] { in_.compose_states(sums, states, n, addition); });

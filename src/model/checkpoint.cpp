@@ -490,6 +490,10 @@ json read_json_file(const fs::path& p) {
 
 }  // namespace
 
+ModelWeights zero_weights(const ModelConfig& c, DType matrix_dtype) {
+  return allocate(c, matrix_dtype);
+}
+
 namespace {
 WeightsDType& default_weights_dtype_ref() {
   static WeightsDType d = WeightsDType::Auto;

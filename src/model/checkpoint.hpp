@@ -49,6 +49,10 @@ WeightsDType default_weights_dtype();
 LoadedModel load_checkpoint(const std::string& dir);
 LoadedModel load_checkpoint(const std::string& dir, WeightsDType weights_dtype);
 
+// Every tensor of the config's canonical layout, zeros, the projection matrices in
+// `matrix_dtype` (f32 or bf16): what load_checkpoint fills (and what op counts run on).
+ModelWeights zero_weights(const ModelConfig& c, DType matrix_dtype);
+
 // The process's peak resident memory so far (VmHWM, else getrusage), in bytes.
 uint64_t peak_resident_bytes();
 // One line for run headers: weights dtype and bytes in memory, the checkpoint's, and the peak.

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "hypic/error.hpp"
+#include "hypic/kernels/moe.hpp"
 #include "model/arch/common.hpp"
 
 namespace hypic::model {
@@ -141,9 +142,11 @@ void ModelConfig::validate() const {
                     std::to_string(head_dim) + " * " + std::to_string(partial_rotary_factor) + ")");
   spec.validate(*this);
   if (num_experts > 0) {
-    HYPIC_REQUIRE(num_experts_per_tok > 0 && num_experts_per_tok <= num_experts,
+    HYPIC_REQUIRE(num_experts_per_tok > 0 && num_experts_per_tok <= num_experts &&
+                      num_experts_per_tok <= kernels::kMoeCombineMaxK,
                   "config: num_experts_per_tok must be between 1 and num_experts (" +
-                      std::to_string(num_experts) + "), got " +
+                      std::to_string(num_experts) + ") and at most " +
+                      std::to_string(kernels::kMoeCombineMaxK) + ", got " +
                       std::to_string(num_experts_per_tok));
     positive(moe_intermediate_size, "moe_intermediate_size");
     HYPIC_REQUIRE(shared_expert_intermediate_size >= 0,

@@ -301,10 +301,11 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
   float* logits = ws.floats(Workspace::kA, rows * E);
   float* weights = ws.floats(Workspace::kB, rows * top_k);
   const size_t pairs = rows * top_k;
-  int* chosen = ws.ints(2 * pairs + 2 * static_cast<size_t>(E) + 1);  // [T, k] experts
-  int* start = chosen + pairs;  // [E+1] first pair of each expert's list
-  int* fill = start + E + 1;    // [E] next free place per expert while sorting
-  int* pair_ids = fill + E;     // pairs (t·k + j), grouped by expert, tokens ascending
+  int* chosen = ws.ints(3 * pairs + 2 * static_cast<size_t>(E) + 1);  // [T, k] experts
+  int* start = chosen + pairs;           // [E+1] first pair of each expert's list
+  int* fill = start + E + 1;             // [E] next free place per expert while sorting
+  int* pair_ids = fill + E;              // pairs (t·k + j), grouped by expert, tokens ascending
+  int* combine_work = pair_ids + pairs;  // [T·k] the row of each pair
   be.linear(x, w.router, logits, T, E, hidden, false);
   kernels::MoeRouteSpec route;
   route.experts = E;
@@ -329,16 +330,24 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
     starts = host_start.data();
   }
 
-  float* xe = ws.floats(Workspace::kC, rows * hidden);
-  float* ye = ws.floats(Workspace::kD, rows * hidden);
+  // Every expert at once: the T·k rows gathered in expert order, one grouped product per
+  // projection (groups = experts; the CUDA backend runs each as one grouped cuBLAS call), one
+  // SwiGLU over all rows, and one combine that adds each token's k rows in expert order.
+  const int pairs_n = static_cast<int>(pairs);
+  const int width = static_cast<int>(w.experts.front().down.dim(1));
+  float* xe = ws.floats(Workspace::kC, pairs * hidden);  // the gathered rows, then ye
+  float* gate_up = ws.floats(Workspace::kG, pairs * 2 * static_cast<size_t>(width));
+  float* act = ws.floats(Workspace::kH, pairs * static_cast<size_t>(width));
+  std::vector<const Tensor*> gate_ups(static_cast<size_t>(E)), downs(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) {
-    const int n = starts[e + 1] - starts[e];
-    if (n == 0) continue;
-    const int* list = pair_ids + starts[e];
-    be.moe_gather(x, hidden, list, n, top_k, xe);
-    swiglu_mlp(be, w.experts[static_cast<size_t>(e)], xe, ye, n, hidden, /*accumulate=*/false, ws);
-    be.moe_scatter_add(ye, hidden, list, n, top_k, weights, out);
+    gate_ups[static_cast<size_t>(e)] = &w.experts[static_cast<size_t>(e)].gate_up;
+    downs[static_cast<size_t>(e)] = &w.experts[static_cast<size_t>(e)].down;
   }
+  be.moe_gather(x, hidden, pair_ids, pairs_n, top_k, xe);
+  be.grouped_linear(xe, gate_ups.data(), starts, E, gate_up, 2 * width, hidden);
+  be.swiglu(gate_up, act, pairs_n, width);
+  be.grouped_linear(act, downs.data(), starts, E, xe, hidden, width);
+  be.moe_combine(xe, hidden, pair_ids, T, top_k, weights, out, combine_work);
   lap.to(ws.times.moe_experts);
 
   if (cfg.shared_expert_intermediate_size == 0) return;  // no shared expert

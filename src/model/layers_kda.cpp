@@ -32,12 +32,12 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
   float* f = ws.floats(Workspace::kC, rows * P);         // f_b(f_a(x)), then the gate g
   float* gate = ws.floats(Workspace::kD, rows * P);      // g_b(g_a(x))
   float* blog = ws.floats(Workspace::kE, rows * 2 * H);  // b logits | β
-  be.linear(x, f32(w.qkv), mixed, T, conv_dim, hidden, false);
-  be.linear(x, f32(w.f_a), low, T, d, hidden, false);
-  be.linear(x, f32(w.g_a), low + rows * d, T, d, hidden, false);
-  be.linear(low, f32(w.f_b), f, T, P, d, false);
-  be.linear(low + rows * d, f32(w.g_b), gate, T, P, d, false);
-  be.linear(x, f32(w.b_proj), blog, T, H, hidden, false);
+  be.linear(x, w.qkv, mixed, T, conv_dim, hidden, false);
+  be.linear(x, w.f_a, low, T, d, hidden, false);
+  be.linear(x, w.g_a, low + rows * d, T, d, hidden, false);
+  be.linear(low, w.f_b, f, T, P, d, false);
+  be.linear(low + rows * d, w.g_b, gate, T, P, d, false);
+  be.linear(x, w.b_proj, blog, T, H, hidden, false);
   lap.to(ws.times.gdn_proj);
   // g per channel: the Gated DeltaNet gate op with one "head" per channel (A_log is stored
   // repeated per channel); its β output is scratch here. β per head from the b logits.
@@ -104,7 +104,7 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
   float* normed = mixed;  // the projections are consumed
   be.rms_norm(core, f32(w.o_norm), normed, T * H, d, eps);
   be.sigmoid_gate(normed, gate, T * H, d, d);
-  be.linear(normed, f32(w.o_proj), out, T, hidden, P, /*accumulate=*/true);
+  be.linear(normed, w.o_proj, out, T, hidden, P, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 

@@ -63,8 +63,8 @@ void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int lay
   float* core = ws.floats(Workspace::kE, rows * width);
   float* gate = ws.floats(Workspace::kF, rows * width);
   float* g = ws.floats(Workspace::kG, rows * H);
-  be.linear(x, f32(w.qkv_proj), qkv, T, 3 * width, hidden, false);
-  be.linear(x, f32(w.output_gate), gate, T, width, hidden, false);
+  be.linear(x, w.qkv_proj, qkv, T, 3 * width, hidden, false);
+  be.linear(x, w.output_gate, gate, T, width, hidden, false);
   lap.to(ws.times.gdn_proj);
   float* parts[3] = {q, k, v};
   for (int p = 0; p < 3; ++p) {
@@ -100,7 +100,7 @@ void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int lay
   // transformers' MiniMaxRMSNorm over all heads keeps its default eps of 1e-6.
   be.rms_norm(core, f32(w.norm), core, T, width, 1e-6f);
   be.sigmoid_gate(core, gate, T, width, width);
-  be.linear(core, f32(w.out_proj), out, T, hidden, width, /*accumulate=*/true);
+  be.linear(core, w.out_proj, out, T, hidden, width, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 

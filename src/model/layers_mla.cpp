@@ -44,11 +44,11 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   float* q = ws.floats(Workspace::kA, rows * H * dq);
   if (cfg.q_lora_rank > 0) {
     float* qa = ws.floats(Workspace::kH, rows * cfg.q_lora_rank);
-    be.linear(x, f32(w.q_a_proj), qa, T, cfg.q_lora_rank, hidden, false);
+    be.linear(x, w.q_a_proj, qa, T, cfg.q_lora_rank, hidden, false);
     be.rms_norm(qa, f32(w.q_a_norm), qa, T, cfg.q_lora_rank, eps);
-    be.linear(qa, f32(w.q_b_proj), q, T, H * dq, cfg.q_lora_rank, false);
+    be.linear(qa, w.q_b_proj, q, T, H * dq, cfg.q_lora_rank, false);
   } else {
-    be.linear(x, f32(w.q_proj), q, T, H * dq, hidden, false);
+    be.linear(x, w.q_proj, q, T, H * dq, hidden, false);
   }
   float* ql = ws.floats(Workspace::kB, rows * H * R);  // [T, H, r + rope]
   const float* wkv = f32(w.kv_b_proj);
@@ -61,7 +61,7 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   // Latent rows [rmsnorm(c) | k_rope].
   float* kv = ws.floats(Workspace::kC, rows * R);
   float* c = ws.floats(Workspace::kD, rows * r);
-  be.linear(x, f32(w.kv_a_proj), kv, T, R, hidden, false);
+  be.linear(x, w.kv_a_proj, kv, T, R, hidden, false);
   be.copy_strided(kv, R, 0, c, T, r);
   be.rms_norm(c, f32(w.kv_a_norm), c, T, r, eps);
   place_rows(be, one, c, r, kv, R, T, r);
@@ -84,7 +84,7 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   float* o = ws.floats(Workspace::kG, rows * H * vd);
   be.gemm_strided_batched(false, true, T, vd, r, 1.0f, lat, H * R, R, wkv + nope * r, r, head_block,
                           0.0f, o, H * vd, vd, H);
-  be.linear(o, f32(w.o_proj), out, T, hidden, H * vd, /*accumulate=*/true);
+  be.linear(o, w.o_proj, out, T, hidden, H * vd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 

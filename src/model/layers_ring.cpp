@@ -50,7 +50,7 @@ void project_qkv(const kernels::Backend& be, const ModelConfig& cfg, const RingA
                  const float* x, int T, int Hq, int Hkv, float* qkv, float* q, float* k, float* v) {
   const int hd = cfg.head_dim;
   const int width = (Hq + 2 * Hkv) * hd;
-  be.linear(x, f32(w.qkv), qkv, T, width, cfg.hidden_size, false);
+  be.linear(x, w.qkv, qkv, T, width, cfg.hidden_size, false);
   be.copy_strided(qkv, width, 0, q, T, Hq * hd);
   be.copy_strided(qkv, width, Hq * hd, k, T, Hkv * hd);
   be.copy_strided(qkv, width, (Hq + Hkv) * hd, v, T, Hkv * hd);
@@ -87,7 +87,7 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
   float* v = ws.floats(Workspace::kD, rows * inner);
   project_qkv(be, cfg, w, x, T, H, H, qkv, q, k, v);
   float* gate = ws.floats(Workspace::kF, rows * inner);
-  be.linear(x, f32(w.g_proj), gate, T, inner, hidden, false);
+  be.linear(x, w.g_proj, gate, T, inner, hidden, false);
   lap.to(ws.times.gdn_proj);
 
   // The decay is the same for every token: λ_h per row of [T, H].

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hypic/error.hpp"
+#include "model/safetensors.hpp"
 
 namespace hypic::model {
 namespace {
@@ -54,7 +55,7 @@ size_t ModelWeights::parameter_count() const {
 size_t ModelWeights::bytes() const {
   size_t n = parameter_count() * sizeof(float);
   // The bf16 matrices take 2 bytes per value less.
-  for (Tensor* m : projection_matrices(const_cast<ModelWeights&>(*this)))
+  for (Tensor* m : linear_matrices(const_cast<ModelWeights&>(*this)))
     n -= static_cast<size_t>(m->numel()) * (sizeof(float) - dtype_size(m->dtype()));
   return n;
 }
@@ -78,6 +79,17 @@ std::vector<Tensor*> projection_matrices(ModelWeights& w) {
     for (MlpWeights& e : L.moe.experts) mlp(e);
     mlp(L.moe.shared_expert);
   }
+  return out;
+}
+
+std::vector<Tensor*> linear_matrices(ModelWeights& w) {
+  std::vector<Tensor*> out = projection_matrices(w);
+  for (LayerWeights& L : w.layers)
+    for (Tensor* t : {&L.kda.qkv, &L.kda.f_a, &L.kda.g_a, &L.kda.f_b, &L.kda.g_b, &L.kda.b_proj,
+                      &L.kda.o_proj, &L.lightning.qkv_proj, &L.lightning.output_gate,
+                      &L.lightning.out_proj, &L.mla.q_proj, &L.mla.q_a_proj, &L.mla.q_b_proj,
+                      &L.mla.kv_a_proj, &L.mla.o_proj, &L.ring.qkv, &L.ring.g_proj})
+      if (t->rank() > 0 && !t->empty()) out.push_back(t);
   return out;
 }
 
@@ -106,6 +118,15 @@ void upload(MlpWeights& m, const kernels::Backend& be) {
 
 ModelWeights to_backend(ModelWeights w, const kernels::Backend& be) {
   if (be.device() == Device::Host) return w;
+  if (be.tensor_core_products())
+    for (Tensor* m : linear_matrices(w)) {
+      if (m->dtype() != DType::F32 || m->device() != Device::Host) continue;
+      Tensor rounded(m->shape(), DType::BF16, Device::Host);
+      auto* dst = static_cast<uint16_t*>(rounded.raw());
+      const float* src = m->data();
+      for (int64_t i = 0; i < m->numel(); ++i) dst[i] = f32_to_bf16(src[i]);
+      *m = std::move(rounded);
+    }
   upload(w.embed, be);
   upload(w.final_norm, be);
   upload(w.lm_head, be);

@@ -95,6 +95,11 @@ struct ModelWeights {
 // The matrices the products read (projections, experts, embedding, lm_head): the tensors that
 // may be bf16. Empty ones (absent in this layer kind) are left out.
 std::vector<Tensor*> projection_matrices(ModelWeights& w);
+// projection_matrices and the other matrices the layers read only through Backend::linear
+// (KDA's, lightning's, MLA's q/kv_a/o and Ring's qkv/g_proj): what a backend with
+// tensor_core_products() receives in bf16. Left out, read in f32 by f32 gemms: MLA's kv_b_proj
+// (absorbed per head) and Ring's dense (per group at decode).
+std::vector<Tensor*> linear_matrices(ModelWeights& w);
 
 // The f32 elements of a weight or cache tensor in its own memory (host, or a backend's device
 // memory): what the layers hand to backend ops. Throws hypic::Error for another dtype.
@@ -103,6 +108,8 @@ float* f32(Tensor& t);
 
 // The weights moved into the memory of `backend`: returned as they are for the host backend,
 // every tensor uploaded once for a device backend (a Model computes where its weights live).
+// A backend with tensor_core_products() (the CUDA backend by default) gets every matrix of
+// linear_matrices() in bf16: bf16 ones as stored, f32 ones rounded to nearest even here, once.
 ModelWeights to_backend(ModelWeights weights, const kernels::Backend& backend);
 
 }  // namespace hypic::model

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +77,9 @@ constexpr Tolerance kTolerances[] = {
     {Op::MoeGroup, 0.0, "integer bookkeeping"},
     {Op::MoeGather, 0.0, "a copy"},
     {Op::MoeScatterAdd, 1e-6, "one multiply-add per element"},
+    {Op::MoeCombine, 1e-6, "k multiply-adds per element"},
+    {Op::GroupedLinear, 1e-5,
+     "as linear (exact mode); on tensor cores the bf16 bound of expect_within_bf16_bound"},
     {Op::ComposeStates, 1e-5, "dk-term f32 products"},
     {Op::Axpby, 1e-6, "element-wise"},
     {Op::RoundToDtype, 0.0, "exact: the store's own rounding"},
@@ -104,6 +108,35 @@ void expect_close(const Vec& got, const Vec& want, Op op, const std::string& whe
   EXPECT_LE(err / scale, tolerance(op))
       << kn::op_name(op) << " " << where << ": worst element " << worst << " got "
       << (got.empty() ? 0.0f : got[worst]) << " want " << (want.empty() ? 0.0f : want[worst]);
+}
+
+// Products on tensor cores (Backend::tensor_core_products(): activations rounded once to bf16,
+// bf16 weights, f32 accumulation) against the double reference on the same bf16 weights. With
+// u = 2⁻⁸ bf16's unit roundoff (|x̂ − x| ≤ u·|x|; x̂·w is exact in f32: 8 × 8 significant bits)
+// and γ = (k + 2)·2⁻²³ a bound for any order of k f32 additions plus the β·y term and the
+// reference's own rounding to f32 (2⁻²⁴ each, doubled for slack), each element obeys
+//   |got − ref| ≤ (u + γ) · (Σ_p |x_p|·|w_p| + |β·y_old|),
+// whatever summation order cuBLAS picks (split-K included): a worst-case bound, not a
+// statistical one. `mag` is the bracket, computed by the caller with the same reference on
+// |x|, |w| and |y_old|.
+void expect_within_bf16_bound(const Vec& got, const Vec& want, const Vec& mag, int k,
+                              const std::string& where) {
+  ASSERT_EQ(got.size(), want.size()) << where;
+  ASSERT_EQ(mag.size(), want.size()) << where;
+  const double u = std::ldexp(1.0, -8), gamma = (k + 2) * std::ldexp(1.0, -23);
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double bound = (u + gamma) * double(mag[i]);
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    if (!(e <= bound) && ++bad <= 3)
+      ADD_FAILURE() << where << ": element " << i << " got " << got[i] << " want " << want[i]
+                    << " error " << e << " over the bf16 bound " << bound;
+  }
+  EXPECT_EQ(bad, 0) << where;
+}
+Vec abs_of(Vec v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
 }
 
 uint16_t round_bf16(float x) {  // nearest, ties to even (inputs here are finite)
@@ -291,10 +324,17 @@ TEST_P(BackendOps, LinearBf16WeightTensor) {
       Vec y = randn(size_t(m) * n, rng);
       float* dy = put(y);
       be().linear(put(x), wt, dy, m, n, k, acc, row0);
+      Vec mag = abs_of(y);
+      ref::gemm(false, true, m, n, k, 1.0, abs_of(x), k, abs_of(w), k, acc ? 1.0 : 0.0, mag, n, 0,
+                size_t(row0) * k, 0);
       ref::gemm(false, true, m, n, k, 1.0, x, k, w, k, acc ? 1.0 : 0.0, y, n, 0, size_t(row0) * k,
                 0);
-      expect_close(get(dy, y.size()), y, Op::LinearBf16,
-                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+      const std::string where =
+          std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      if (be().tensor_core_products())
+        expect_within_bf16_bound(get(dy, y.size()), y, mag, k, where);
+      else
+        expect_close(get(dy, y.size()), y, Op::LinearBf16, where);
       release();
     }
   // A weight from another memory, or rows past its end, is one clear error.
@@ -784,6 +824,42 @@ TEST_P(BackendOps, RoundToDtypeIsTheStoresEncoding) {
   release();
 }
 
+// Attention on tensor cores (Backend::tensor_core_products(): q, k, v rounded to bf16, scores
+// with f32 accumulation, probabilities P rounded to bf16, P·V with f32 accumulation) against
+// the double reference on the bf16-rounded q, k, v. What is left: each score off by at most
+// δ = (hd + 2)·2⁻²³·scale·max Σ_c |q_c||k_c| (f32 sums), so each weight by a factor within
+// e^{±2δ}; each P by u = 2⁻⁸ (its bf16 rounding); the f32 sums over n_kv keys by
+// (n_kv + 2)·2⁻²³. Per element: |got − ref| ≤ (e^{2δ} − 1 + u + (n_kv + 2)·2⁻²³)·max |v|.
+void expect_attention_within_bf16_bound(const Vec& got, Vec q, Vec k, Vec v, int T, int n_kv, int H,
+                                        int Hkv, int hd, float scale,
+                                        const std::vector<int>* positions,
+                                        const std::string& where) {
+  for (Vec* x : {&q, &k, &v})
+    for (float& e : *x) e = widen_bf16(round_bf16(e));
+  const Vec want = ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale, positions);
+  double qk = 0.0, vmax = 0.0;
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h)
+      for (int s = 0; s < n_kv; ++s) {
+        double acc = 0.0;
+        for (int c = 0; c < hd; ++c)
+          acc += std::fabs(double(q[(size_t(t) * H + h) * hd + c])) *
+                 std::fabs(double(k[(size_t(s) * Hkv + h / (H / Hkv)) * hd + c]));
+        qk = std::max(qk, acc);
+      }
+  for (float e : v) vmax = std::max(vmax, std::fabs(double(e)));
+  const double delta = (hd + 2) * std::ldexp(1.0, -23) * scale * qk;
+  const double bound =
+      (std::expm1(2 * delta) + std::ldexp(1.0, -8) + (n_kv + 2) * std::ldexp(1.0, -23)) * vmax;
+  ASSERT_EQ(got.size(), want.size()) << where;
+  double err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    if (!(e <= err)) err = e;
+  }
+  EXPECT_LE(err, bound) << where << " (attention on tensor cores)";
+}
+
 TEST_P(BackendOps, AttentionCausalGqa) {
   REQUIRE_OP(Op::AttentionCausal);
   std::mt19937 rng(13);
@@ -802,8 +878,12 @@ TEST_P(BackendOps, AttentionCausalGqa) {
           be().attention_causal(d, put(q), put(k), put(v), out, work);
           std::ostringstream where;
           where << "T=" << T << " n_kv=" << n_kv << " H=" << H << " Hkv=" << Hkv << " hd=" << hd;
-          expect_close(get(out, q.size()), ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale),
-                       Op::AttentionCausal, where.str());
+          if (be().tensor_core_products())
+            expect_attention_within_bf16_bound(get(out, q.size()), q, k, v, T, n_kv, H, Hkv, hd,
+                                               scale, nullptr, where.str());
+          else
+            expect_close(get(out, q.size()), ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale),
+                         Op::AttentionCausal, where.str());
           release();
         }
 }
@@ -818,7 +898,9 @@ TEST_P(BackendOps, AttentionCausalAtPositions) {
       {5},
       {3, 4, 5, 6, 7, 8, 9, 40, 41, 42, 43, 100, 101, 102, 103, 104},
       // windows several key steps (256 keys on the host) apart, one right after a step's start
-      {0, 1, 2, 300, 301, 512, 700, 701, 702, 703, 1100}};
+      {0, 1, 2, 300, 301, 512, 700, 701, 702, 703, 1100},
+      // and several of the device's 1024-key steps apart
+      {1, 2, 1023, 1024, 2100, 2101, 3500}};
   for (const auto& positions : layouts)
     for (int hd : {48, 80}) {
       const int T = int(positions.size()), n_kv = positions.back() + 7, H = 4, Hkv = 2;
@@ -835,9 +917,13 @@ TEST_P(BackendOps, AttentionCausalAtPositions) {
       be().attention_causal(d, put(q), put(k), put(v), out, work);
       const std::string where = "T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv) +
                                 " hd=" + std::to_string(hd) + " at positions";
-      expect_close(get(out, q.size()),
-                   ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale, &positions),
-                   Op::AttentionCausal, where);
+      if (be().tensor_core_products())
+        expect_attention_within_bf16_bound(get(out, q.size()), q, k, v, T, n_kv, H, Hkv, hd, scale,
+                                           &positions, where);
+      else
+        expect_close(get(out, q.size()),
+                     ref::attention(q, k, v, T, n_kv, H, Hkv, hd, scale, &positions),
+                     Op::AttentionCausal, where);
       release();
     }
 }
@@ -1017,6 +1103,119 @@ TEST_P(BackendOps, MoeRoutingAndExperts) {
         }
 }
 
+// Groups of rows, each times its own weight (the experts after the sort by expert): empty
+// groups, a group of one row, weights taller than n (their first n rows), in bf16 (the CUDA
+// backend's grouped cuBLAS call on tensor cores) and in f32 (one linear per group).
+TEST_P(BackendOps, GroupedLinear) {
+  REQUIRE_OP(Op::GroupedLinear);
+  std::mt19937 rng(41);
+  const std::vector<int> sizes = {3, 0, 5, 1, 0, 7, 2};
+  const int groups = static_cast<int>(sizes.size());
+  std::vector<int> start(1, 0);
+  for (int sz : sizes) start.push_back(start.back() + sz);
+  const int rows = start.back();
+  for (const auto& nk : std::vector<std::pair<int, int>>{{9, 33}, {48, 96}, {40, 130}})
+    for (bool bf16 : {true, false}) {
+      const int n = nk.first, k = nk.second;
+      const Vec x = randn(size_t(rows) * k, rng);
+      std::vector<Tensor> w(groups);
+      std::vector<Vec> wv(groups);
+      std::vector<const Tensor*> wp(groups, nullptr);
+      for (int e = 0; e < groups; ++e) {
+        if (sizes[e] == 0) continue;  // an empty group may pass no weight
+        const int wrows = n + (e % 3);
+        const Vec values = randn(size_t(wrows) * k, rng);
+        if (bf16) {
+          w[e] = bf16_matrix(values, wrows, k, &wv[e]);
+        } else {
+          wv[e] = values;
+          w[e] = Tensor::from_vector({wrows, k}, values);
+        }
+        if (be().device() != Device::Host) w[e] = w[e].to(be().device(), &be());
+        wp[e] = &w[e];
+      }
+      float* dy = put(Vec(size_t(rows) * n, 7.0f));
+      be().grouped_linear(put(x), wp.data(), start.data(), groups, dy, n, k);
+      Vec want(size_t(rows) * n), mag(size_t(rows) * n);
+      for (int e = 0; e < groups; ++e) {
+        if (sizes[e] == 0) continue;
+        const size_t r0 = size_t(start[e]);
+        ref::gemm(false, true, sizes[e], n, k, 1.0, x, k, wv[e], k, 0.0, want, n, r0 * k, 0,
+                  r0 * n);
+        ref::gemm(false, true, sizes[e], n, k, 1.0, abs_of(x), k, abs_of(wv[e]), k, 0.0, mag, n,
+                  r0 * k, 0, r0 * n);
+      }
+      const std::string where = std::string(bf16 ? "bf16" : "f32") + " n=" + std::to_string(n) +
+                                " k=" + std::to_string(k);
+      if (bf16 && be().tensor_core_products())
+        expect_within_bf16_bound(get(dy, want.size()), want, mag, k, where);
+      else
+        expect_close(get(dy, want.size()), want, Op::GroupedLinear, where);
+      release();
+    }
+  // Starts that descend are one clear error.
+  const std::vector<int> bad = {0, 2, 1};
+  Tensor wt = Tensor::from_vector({2, 3}, Vec(6, 1.0f));
+  if (be().device() != Device::Host) wt = wt.to(be().device(), &be());
+  const Tensor* two[] = {&wt, &wt};
+  float* dy = put(Vec(6));
+  EXPECT_THROW(be().grouped_linear(put(Vec(6)), two, bad.data(), 2, dy, 2, 3), std::exception);
+}
+
+// Every expert's rows combined in one call: against the double reference, and on the host bit
+// for bit what moe_scatter_add per expert in ascending order gives (the layers' old path).
+TEST_P(BackendOps, MoeCombine) {
+  REQUIRE_OP(Op::MoeCombine);
+  std::mt19937 rng(42);
+  for (int T : {1, 9, 40})
+    for (int k : {1, 2, 5}) {
+      const int E = 13, hidden = 48 + T % 7, pairs = T * k;
+      // Distinct experts per token, grouped as moe_group leaves them.
+      std::vector<int> experts(static_cast<size_t>(pairs));
+      for (int t = 0; t < T; ++t) {
+        std::vector<int> all(E);
+        for (int e = 0; e < E; ++e) all[e] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int j = 0; j < k; ++j) experts[size_t(t) * k + j] = all[j];
+      }
+      std::vector<int> start(E + 1, 0), ids;
+      for (int e = 0; e < E; ++e) {
+        for (int i = 0; i < pairs; ++i)
+          if (experts[i] == e) ids.push_back(i);
+        start[e + 1] = int(ids.size());
+      }
+      const Vec ye = randn(size_t(pairs) * hidden, rng), w = uniform(size_t(pairs), rng, 0, 1);
+      const Vec out0 = randn(size_t(T) * hidden, rng);
+      Vec want = out0;
+      for (int r = 0; r < pairs; ++r)
+        for (int c = 0; c < hidden; ++c)
+          want[size_t(ids[r] / k) * hidden + c] =
+              float(double(want[size_t(ids[r] / k) * hidden + c]) +
+                    double(w[ids[r]]) * ye[size_t(r) * hidden + c]);
+      const int* dids = put_ints(ids);
+      float* dout = put(out0);
+      be().moe_combine(put(ye), hidden, dids, T, k, put(w), dout,
+                       put_ints(std::vector<int>(pairs)));
+      const Vec got = get(dout, out0.size());
+      const std::string where = "T=" + std::to_string(T) + " k=" + std::to_string(k);
+      expect_close(got, want, Op::MoeCombine, where);
+      if (be().device() == Device::Host) {
+        Vec per_expert = out0;
+        for (int e = 0; e < E; ++e)
+          if (start[e + 1] > start[e])
+            kn::moe_scatter_add(ye.data() + size_t(start[e]) * hidden, hidden,
+                                ids.data() + start[e], start[e + 1] - start[e], k, w.data(),
+                                per_expert.data());
+        EXPECT_EQ(std::memcmp(per_expert.data(), got.data(), got.size() * sizeof(float)), 0)
+            << where << ": not bit for bit the per-expert scatter";
+      }
+      release();
+    }
+  EXPECT_THROW(
+      be().moe_combine(nullptr, 4, nullptr, 1, kn::kMoeCombineMaxK + 1, nullptr, nullptr, nullptr),
+      std::exception);
+}
+
 TEST_P(BackendOps, ComposeStatesEveryStructure) {
   REQUIRE_OP(Op::ComposeStates);
   std::mt19937 rng(16);
@@ -1147,6 +1346,53 @@ TEST(BackendOpsDtype, CudaGemmBf16) {
         }
 }
 
+// The bound of expect_within_bf16_bound against the tensor cores' arithmetic emulated here
+// (activations rounded to bf16, f32 products and sums, forwards and backwards): met at every
+// shape, and the results do show bf16 (the exact paths' f32 tolerance fails on them). And the
+// bound is close to attainable: k equal activations 1 + 3·2⁻¹⁰ (rounded to 1, 0.75 u each)
+// times weights 1 err by 0.75 of it, so an implementation with 1.5× bf16's error fails.
+TEST(BackendOpsDtype, Bf16BoundOfTheTensorCorePath) {
+  std::mt19937 rng(43);
+  for (const auto& s : std::vector<std::array<int, 3>>{{4, 9, 33}, {17, 40, 512}, {3, 5, 4096}}) {
+    const int m = s[0], n = s[1], k = s[2];
+    const Vec x = randn(size_t(m) * k, rng);
+    Vec w;
+    bf16_matrix(randn(size_t(n) * k, rng), n, k, &w);
+    Vec want(size_t(m) * n), mag(size_t(m) * n);
+    ref::gemm(false, true, m, n, k, 1.0, x, k, w, k, 0.0, want, n);
+    ref::gemm(false, true, m, n, k, 1.0, abs_of(x), k, abs_of(w), k, 0.0, mag, n);
+    for (bool backwards : {false, true}) {
+      Vec got(want.size());
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          float acc = 0.0f;
+          for (int q = 0; q < k; ++q) {
+            const int p = backwards ? k - 1 - q : q;
+            acc += widen_bf16(round_bf16(x[size_t(i) * k + p])) * w[size_t(j) * k + p];
+          }
+          got[size_t(i) * n + j] = acc;
+        }
+      const std::string where = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                std::to_string(k) + (backwards ? " backwards" : "");
+      expect_within_bf16_bound(got, want, mag, k, where);
+      double err = 0.0, scale = 1.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, std::fabs(double(want[i])));
+        err = std::max(err, std::fabs(double(got[i]) - want[i]));
+      }
+      EXPECT_GT(err / scale, 1e-5) << where << ": bf16 activations must show past f32's tolerance";
+    }
+  }
+  const int k = 256;
+  const float xv = 1.0f + 3.0f * std::ldexp(1.0f, -10);
+  ASSERT_EQ(widen_bf16(round_bf16(xv)), 1.0f);
+  const double want = double(xv) * k, mag = want;
+  const double rounded = k, coarse = want - 1.5 * (want - rounded);
+  const double bound = (std::ldexp(1.0, -8) + (k + 2) * std::ldexp(1.0, -23)) * mag;
+  EXPECT_LE(std::fabs(rounded - want), bound);
+  EXPECT_GT(std::fabs(coarse - want), bound);
+}
+
 // Every host bf16 path against the double reference (the same weights widened), over shapes
 // with k off the kernel's 32-value steps, row and column remainders, and enough work to split
 // into several tiles; each path bit-identical at 1, 2 and 3 threads.
@@ -1189,6 +1435,16 @@ TEST(BackendOpsDtype, HostBf16PathsMatchTheReference) {
           }
           EXPECT_LE(err / scale, tol) << kn::bf16_gemm_name(p) << " " << m << "x" << n << "x" << k
                                       << " acc=" << acc << " threads=" << t;
+          // Dot1 is the tensor cores' arithmetic on the CPU (activations rounded once to bf16,
+          // exact products, f32 sums): it must meet the bound the CUDA cases are held to.
+          if (p == kn::Bf16Gemm::Dot1 && t == 1) {
+            Vec mag = abs_of(y0);
+            ref::gemm(false, true, m, n, k, 1.0, abs_of(x), k, abs_of(w), k, acc ? 1.0 : 0.0, mag,
+                      n);
+            expect_within_bf16_bound(y, want, mag, k,
+                                     std::string("dot1 ") + std::to_string(m) + "x" +
+                                         std::to_string(n) + "x" + std::to_string(k));
+          }
           if (t == 1)
             first = y;
           else

@@ -169,6 +169,10 @@ TEST(Config, InconsistentSizesAreRejected) {
   j["num_experts_per_tok"] = 5;  // more than 4 experts
   expect_error(j, {"num_experts_per_tok"});
   j = qwen3_next_json();
+  j["num_experts"] = 128;
+  j["num_experts_per_tok"] = 65;  // past what the expert combine sorts per token
+  expect_error(j, {"num_experts_per_tok", "at most 64"});
+  j = qwen3_next_json();
   j["layer_types"] = {"linear_attention"};  // 1 entry for 8 layers
   expect_error(j, {"layer_types"});
   j = qwen3_next_json();

@@ -133,6 +133,48 @@ TEST(DeviceBook, SyncDebugIsZeroOrOne) {
   }
 }
 
+// HYPIC_CUDA_GEMM: tensor cores unless f32 is asked for.
+TEST(DeviceBook, GemmModeIsBf16OrF32) {
+  EXPECT_TRUE(book::gemm_tensor_cores_setting(nullptr));
+  EXPECT_TRUE(book::gemm_tensor_cores_setting(""));
+  EXPECT_TRUE(book::gemm_tensor_cores_setting("bf16"));
+  EXPECT_FALSE(book::gemm_tensor_cores_setting("f32"));
+  try {
+    book::gemm_tensor_cores_setting("tf32");
+    FAIL() << "a value other than bf16 or f32 must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("HYPIC_CUDA_GEMM must be bf16 or f32, not 'tf32'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The grouped product's cuBLAS problems: one per non-empty group, column-major (m = n,
+// n = the group's rows), the pointers at the group's first row; empty groups and their null
+// weights skipped; descending starts and a missing weight refused.
+TEST(DeviceBook, GroupedLinearPlanPointsAtEachGroupsRows) {
+  alignas(16) static char x[4096];
+  float y[64 * 8];
+  const char w0 = 0, w2 = 0, w3 = 0;
+  const void* w[] = {&w0, nullptr, &w2, &w3};
+  const int start[] = {0, 3, 3, 4, 9};
+  const int n = 8, k = 5;
+  const book::GroupedGemmPlan p = book::grouped_linear_plan(x, 2, w, start, 4, y, n, k);
+  ASSERT_EQ(p.problems(), 3);
+  EXPECT_EQ(p.m, (std::vector<int>{8, 8, 8}));
+  EXPECT_EQ(p.n, (std::vector<int>{3, 1, 5}));
+  EXPECT_EQ(p.k, (std::vector<int>{5, 5, 5}));
+  EXPECT_EQ(p.a, (std::vector<const void*>{&w0, &w2, &w3}));
+  EXPECT_EQ(p.b, (std::vector<const void*>{x, x + 3 * k * 2, x + 4 * k * 2}));
+  EXPECT_EQ(p.c, (std::vector<void*>{y, y + 3 * n, y + 4 * n}));
+  const int descending[] = {0, 3, 2};
+  EXPECT_THROW(book::grouped_linear_plan(x, 2, w, descending, 2, y, n, k), std::invalid_argument);
+  const int second_full[] = {0, 0, 2};
+  const void* missing[] = {&w0, nullptr};
+  EXPECT_THROW(book::grouped_linear_plan(x, 2, missing, second_full, 2, y, n, k),
+               std::invalid_argument);
+}
+
 TEST(DeviceBook, AFaultNamesTheCallAndSaysWhenItIsSticky) {
   const std::string plain = book::fault_message("launch of kernel swiglu",
                                                 "cudaErrorInvalidConfiguration, bad", false, false);

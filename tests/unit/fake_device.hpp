@@ -18,7 +18,7 @@ namespace pic_test {
 namespace kn = hypic::kernels;
 using hypic::Device;
 
-class HostMemoryDevice final : public kn::Backend {
+class HostMemoryDevice : public kn::Backend {
  public:
   const char* name() const override { return "host-memory-device"; }
   Device device() const override { return Device::Cuda; }
@@ -190,6 +190,12 @@ class HostMemoryDevice final : public kn::Backend {
                        float* o) const override {
     h().moe_scatter_add(ye, hid, p, n, k, w, o);
   }
+  void moe_combine(const float* ye, int hid, const int* p, int T, int k, const float* w, float* o,
+                   int* work) const override {
+    h().moe_combine(ye, hid, p, T, k, w, o, work);
+  }
+  // grouped_linear: the Backend default (one linear per group through this backend, whose
+  // weights are "device" tensors the host backend would refuse).
   void compose_states(const kn::TransitionRef* s, float* const* st, int n,
                       bool add) const override {
     h().compose_states(s, st, n, add);

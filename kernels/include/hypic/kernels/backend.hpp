@@ -68,6 +68,8 @@ enum class Op {
   MoeGroup,
   MoeGather,
   MoeScatterAdd,
+  MoeCombine,
+  GroupedLinear,
   ComposeStates,
   Axpby,
   RoundToDtype,
@@ -120,6 +122,21 @@ class Backend : public Allocator {
   // the float* form above stays for code that holds a raw f32 matrix.
   void linear(const float* x, const Tensor& w, float* y, int m, int n, int k, bool accumulate,
               int64_t row0 = 0) const;
+  // Products of groups of rows by a weight of their own (a mixture of experts' experts after
+  // the tokens are sorted by expert): for every group e < groups,
+  //   y[start[e] : start[e+1], 0:n] = x[start[e] : start[e+1], 0:k] · W_eᵀ,  W_e = *w[e],
+  // each [n, k] (or taller: its first n rows), of this backend's device, all of one dtype
+  // (f32 or bf16). start: a HOST array [groups + 1], ascending; w: a host array of groups
+  // pointers (an empty group's may be null). Default: one linear per non-empty group (the
+  // host's path, bit for bit what the layers computed before); the CUDA backend runs one grouped
+  // cuBLAS product.
+  virtual void grouped_linear(const float* x, const Tensor* const* w, const int* start, int groups,
+                              float* y, int n, int k) const;
+  // Whether products with bf16 weights round their f32 activations to bf16 and run on tensor
+  // cores (bf16 × bf16, f32 accumulation), and the device wants every projection matrix in
+  // bf16 (model::to_backend rounds f32 ones once, at upload). False: products of bf16 weights
+  // keep the activations exact (the host; the CUDA backend with HYPIC_CUDA_GEMM=f32).
+  virtual bool tensor_core_products() const { return false; }
 
   // --- data movement ---
   // dst[r, 0:cols] = src[r·src_ld + offset : + cols] for r < rows (a column block).
@@ -204,6 +221,12 @@ class Backend : public Allocator {
   // out[pair_ids[r] / k, :] += weights[pair_ids[r]] · ye[r, :] for r < n.
   virtual void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                                const float* weights, float* out) const = 0;
+  // Every expert's rows at once: out[t, :] += Σ_j weights[t·k + j] · ye[row(t·k + j), :] for
+  // t < T, row(p) the place of pair p in pair_ids [T·k] (every pair once, as moe_group
+  // leaves them), the k terms of a token added in ascending row order, i.e. in expert order:
+  // the same sums as moe_scatter_add called per expert in ascending order. work: [T·k] ints.
+  virtual void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                           const float* weights, float* out, int* work) const = 0;
 
   // --- T·S composition (MATH.md §2) ---
   // For every summary i and head h: states[i][h] ← T_i,h · states[i][h] + S0_i,h (addition:

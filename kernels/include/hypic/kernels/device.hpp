@@ -36,6 +36,15 @@ std::string device_uuid(int index);
 // running device cases once it is set rather than report every later case as a new failure.
 std::string sticky_fault();
 
+// Whether the CUDA backend's products run on tensor cores (Backend::tensor_core_products():
+// bf16-rounded activations, bf16 weights and attention panels, f32 accumulation), as
+// HYPIC_CUDA_GEMM set it when the backend was created (bf16, the default; f32: exact). Tests
+// switch it around cases that compare with the host at f32 tolerances; a model's weights keep
+// the dtype model::to_backend gave them in the mode of their upload. Without CUDA: false, and
+// setting it is an error.
+bool tensor_cores();
+void set_tensor_cores(bool on);
+
 // C[m,n] (f32) = alpha · op(A) · op(B) + beta · C, row-major, with A and B bf16 (raw bit
 // patterns) in device memory and f32 accumulation: cublasGemmEx on tensor cores. The bf16 row
 // of the op harness's dtype axis; device pointers only.

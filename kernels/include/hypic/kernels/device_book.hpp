@@ -147,6 +147,46 @@ inline bool sync_debug_setting(const char* value) {
   throw std::invalid_argument("HYPIC_CUDA_SYNC_DEBUG must be 0 or 1, not '" + v + "'");
 }
 
+// HYPIC_CUDA_GEMM: "bf16" (or unset/empty: the default) runs the products of the CUDA backend
+// on tensor cores (activations rounded to bf16, weights in bf16, f32 accumulation); "f32" keeps
+// them exact (f32 sgemm; bf16 weights times activations split into three bf16 terms), for
+// device-vs-host checks at f32 tolerances. Returns whether tensor cores are on.
+inline bool gemm_tensor_cores_setting(const char* value) {
+  const std::string v = value == nullptr ? "" : value;
+  if (v.empty() || v == "bf16") return true;
+  if (v == "f32") return false;
+  throw std::invalid_argument("HYPIC_CUDA_GEMM must be bf16 or f32, not '" + v + "'");
+}
+
+// A grouped row-major product y_e = x_e · W_eᵀ (Backend::grouped_linear) as the column-major
+// problems cuBLAS's grouped GEMM takes: per non-empty group e, C_e (n × rows_e, ld n) =
+// W_e(k × n, ld k)ᵀ · X_e (k × rows_e, ld k), i.e. transa = T, transb = N, m = n, n = rows_e.
+// Pointers are byte addresses: x holds rows of k elements of x_bytes each, y rows of n floats.
+struct GroupedGemmPlan {
+  std::vector<int> m, n, k;       // per problem (one group of one problem each)
+  std::vector<const void*> a, b;  // a: W_e, b: X_e
+  std::vector<void*> c;           // c: Y_e
+  int problems() const { return static_cast<int>(m.size()); }
+};
+inline GroupedGemmPlan grouped_linear_plan(const void* x, size_t x_bytes, const void* const* w,
+                                           const int* start, int groups, float* y, int n, int k) {
+  GroupedGemmPlan p;
+  for (int e = 0; e < groups; ++e) {
+    const int rows = start[e + 1] - start[e];
+    if (rows < 0) throw std::invalid_argument("grouped_linear: group starts must ascend");
+    if (rows == 0) continue;
+    if (w[e] == nullptr)
+      throw std::invalid_argument("grouped_linear: a non-empty group without a weight");
+    p.m.push_back(n);
+    p.n.push_back(rows);
+    p.k.push_back(k);
+    p.a.push_back(w[e]);
+    p.b.push_back(static_cast<const char*>(x) + static_cast<size_t>(start[e]) * k * x_bytes);
+    p.c.push_back(y + static_cast<size_t>(start[e]) * n);
+  }
+  return p;
+}
+
 // The one line a CUDA failure is reported with. `what` names the call or kernel; `launch`:
 // the kernel failed to start (bad configuration), else it or earlier work failed while
 // running; `sticky`: the error left the CUDA context unusable, so every later call fails too.

@@ -47,4 +47,12 @@ void moe_gather(const float* x, int hidden, const int* pair_ids, int n, int k, f
 void moe_scatter_add(const float* ye, int hidden, const int* pair_ids, int n, int k,
                      const float* weights, float* out);
 
+// Every expert's rows at once (Backend::moe_combine): out[t, :] += Σ_j weights[t·k + j] ·
+// ye[row(t·k + j), :], the terms of a token in ascending row (= expert) order, so the sums are
+// bit for bit those of moe_scatter_add per expert in ascending order. work: [T·k] ints.
+// k ≤ kMoeCombineMaxK (std::invalid_argument otherwise).
+constexpr int kMoeCombineMaxK = 64;
+void moe_combine(const float* ye, int hidden, const int* pair_ids, int T, int k,
+                 const float* weights, float* out, int* work);
+
 }  // namespace hypic::kernels
