@@ -18,7 +18,7 @@ namespace hypic::kernels {
 
 // Raised whenever the table or the types it passes change shape (the binary refuses a module
 // of another version rather than call through a mismatched table).
-constexpr int kCudaModuleAbi = 1;
+constexpr int kCudaModuleAbi = 2;
 
 struct CudaModule {
   int abi;
@@ -34,6 +34,8 @@ struct CudaModule {
   std::string (*sticky_fault)();
   void (*gemm_bf16)(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
                     int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc);
+  bool (*tensor_cores)();
+  void (*set_tensor_cores)(bool on);
 };
 
 }  // namespace hypic::kernels

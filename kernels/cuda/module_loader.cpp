@@ -156,5 +156,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
                int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc) {
   module().gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+bool tensor_cores() {
+  return module().tensor_cores();
+}
+void set_tensor_cores(bool on) {
+  module().set_tensor_cores(on);
+}
 }  // namespace cuda
 }  // namespace hypic::kernels

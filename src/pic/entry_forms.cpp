@@ -192,45 +192,36 @@ HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<floa
   };
 
   // Cheap first: the Frobenius norms bound the spectral ones, no SVD needed.
-  double tau = t_fro;
-  if (amplified(t_fro, tau) <= tol) {
-    pick(HeadForm::Absent, 0, t_fro, tau);
-    payload.clear();
-    return c;
-  }
   const double t_mid = 0.5 * (d_max + d_min), d_spread = 0.5 * (d_max - d_min);
-  if (amplified(d_spread + r_fro, tau) <= tol) {
-    pick(HeadForm::Scalar, 0, d_spread + r_fro, tau);
-    payload.assign(1, static_cast<float>(t_mid));
-    return c;
-  }
-  if (amplified(r_fro, tau) <= tol) {
-    pick(HeadForm::Diagonal, 0, r_fro, tau);
-    payload = d;
-    return c;
-  }
+  // The forms that need no SVD, tried with τ (a bound on ‖T‖₂, which also bounds the absent
+  // form's error): first with ‖T‖_F, then, when none passed, with the SVD's exact σ₁.
+  auto structured = [&](double tau) {
+    if (amplified(tau, tau) <= tol) {
+      pick(HeadForm::Absent, 0, tau, tau);
+      payload.clear();
+      return true;
+    }
+    if (amplified(d_spread + r_fro, tau) <= tol) {
+      pick(HeadForm::Scalar, 0, d_spread + r_fro, tau);
+      payload.assign(1, static_cast<float>(t_mid));
+      return true;
+    }
+    if (amplified(r_fro, tau) <= tol) {
+      pick(HeadForm::Diagonal, 0, r_fro, tau);
+      payload = d;
+      return true;
+    }
+    return false;
+  };
+  if (structured(t_fro)) return c;
   // The SVD of T: its exact spectral norm, and the truncation errors. The SVD's float rounding
   // (backward error ~ dk·2⁻²⁴·‖T‖) is added to every σ used as an error.
   std::vector<float> sigma, u, vt;
   svd(dk, t, sigma, u, vt);
   const double slack = 8.0 * dk * std::ldexp(1.0, -24) * t_fro;
   auto sv = [&](int i) { return i < dk ? std::min(double(sigma[i]) + slack, t_fro) : 0.0; };
-  tau = sv(0);
-  if (amplified(tau, tau) <= tol) {
-    pick(HeadForm::Absent, 0, tau, tau);
-    payload.clear();
-    return c;
-  }
-  if (amplified(d_spread + r_fro, tau) <= tol) {
-    pick(HeadForm::Scalar, 0, d_spread + r_fro, tau);
-    payload.assign(1, static_cast<float>(t_mid));
-    return c;
-  }
-  if (amplified(r_fro, tau) <= tol) {
-    pick(HeadForm::Diagonal, 0, r_fro, tau);
-    payload = d;
-    return c;
-  }
+  const double tau = sv(0);
+  if (structured(tau)) return c;
   const int max_rank = std::min(lowrank_max_tokens(dk), 256);
   for (int k = 1; k <= max_rank; ++k) {
     if (amplified(sv(k), tau) > tol) continue;
