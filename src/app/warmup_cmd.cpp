@@ -143,12 +143,16 @@ int run_warmup(const WarmupArgs& a) {
   if (world.size > 1 && wo.writers == cluster::Writers::kRank0)
     std::fprintf(stderr, "warmup: %d ranks (1 planner and writer, %d workers), %d threads each\n",
                  world.size, world.size - 1, kernels::threads());
-  if (world.size > 1 && wo.writers == cluster::Writers::kShards)
+  if (world.size > 1 && wo.writers == cluster::Writers::kShards) {
+    const std::string shards = world.size == 2 ? store::shard_path(a.store, 1)
+                                               : store::shard_path(a.store, 1) + " ... " +
+                                                     store::shard_path(a.store, world.size - 1);
     std::fprintf(stderr,
-                 "warmup: %d ranks (1 planner, %d workers each writing its shard %s ... %s), %d "
+                 "warmup: %d ranks (1 planner, %d worker%s, each writing its shard %s), %d "
                  "threads each\n",
-                 world.size, world.size - 1, store::shard_path(a.store, 1).c_str(),
-                 store::shard_path(a.store, world.size - 1).c_str(), kernels::threads());
+                 world.size, world.size - 1, world.size == 2 ? "" : "s", shards.c_str(),
+                 kernels::threads());
+  }
   cluster::WarmupResult res;
   try {
     res = cluster::warmup_across_ranks(comm.get(), *m.model, m.fingerprint, docs, &st, wo);

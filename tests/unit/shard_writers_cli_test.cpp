@@ -85,7 +85,7 @@ TEST_F(ShardWritersCli, ThreeRankWarmupWritesShardsThatReadAsTheOneProcessStore)
   const std::string store = p("sharded.h5");
   CliRun r = mpirun3(warmup(store));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("2 workers each writing its shard"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2 workers, each writing its shard"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("12 computed, 0 already in the store"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(the store file and 2 shards)"), std::string::npos) << r.out;
   ASSERT_TRUE(fs::exists(store + ".rank1.h5"));

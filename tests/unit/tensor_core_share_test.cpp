@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fake_device.hpp"
+#include "hypic/error.hpp"
 #include "model/arch/arch.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
@@ -126,7 +127,16 @@ TEST(TensorCoreShare, BenchPresetPrefillOfEveryArchitecture) {
       EXPECT_EQ(t->dtype(), hypic::DType::BF16) << arch->name() << " " << t->shape_str();
     auto cache = m.new_cache();
     std::vector<int32_t> ids(tokens, 1);
-    m.prefill(ids, cache, model::LogitsMode::Last);
+    // The counting products and attention write nothing into their outputs, so the logits hold
+    // whatever the allocator left there: in Release fresh zero pages, under ASan its fill bytes,
+    // which can make them non-finite. The forward's last step refuses such logits; every op
+    // has been counted by then, and only the counts are asserted.
+    try {
+      m.prefill(ids, cache, model::LogitsMode::Last);
+    } catch (const hypic::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("logits are not finite"), std::string::npos)
+          << arch->name() << ": " << e.what();
+    }
     const double share = dev.tensor / (dev.tensor + dev.other);
     std::printf("tensor-core share of a %d-token prefill, %s bench preset: %.2f %% of %.3g FLOP\n",
                 tokens, arch->name(), 100 * share, dev.tensor + dev.other);
