@@ -4,7 +4,7 @@
 # under ctest, and then the Slurm job scripts on a
 # single-node test cluster (scripts/test_slurm.sh; HYPIC_SKIP_SLURM=1 leaves them out and
 # says so).
-# Takes: about 28 minutes on a fresh 2-core machine, 17 of them the build (issue #49).
+# Takes: about 15 minutes on a fresh 2-core machine, 10.5 of them the build (docs/testing.md, "CI").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
