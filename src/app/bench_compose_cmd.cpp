@@ -24,15 +24,6 @@ struct ComposeRun {
   bench::ComposeResult result;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 model::ModelConfig read_config_file(const std::string& path) {
   const nlohmann::json root = read_json_file(path);
   try {

@@ -27,18 +27,9 @@ struct QpsArgs {
   bench::QpsOptions options;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ','))
-    if (!part.empty()) out.push_back(part);
-  return out;
-}
-
 std::vector<double> parse_loads(const std::string& text) {
   std::vector<double> out;
-  for (const std::string& part : split(text)) {
+  for (const std::string& part : split_list(text)) {
     char* end = nullptr;
     const double v = std::strtod(part.c_str(), &end);
     HYPIC_REQUIRE(end != nullptr && *end == '\0' && v > 0 && v < 1e6,
@@ -118,7 +109,7 @@ json qps_json(const QpsArgs& a, const bench::QpsResult& r) {
 int run_bench_qps(QpsArgs& a) {
   bench::QpsOptions& o = a.options;
   o.junction = pic::JunctionSpec::parse(a.junction);
-  o.modes = split(a.modes);
+  o.modes = split_list(a.modes);
   for (const std::string& m : o.modes) pic::parse_mode(m);
   o.loads = parse_loads(a.loads);
   HYPIC_REQUIRE(a.order == "popularity" || a.order == "random",

@@ -27,23 +27,8 @@ struct StoreArgs {
   std::string writers = "1,2", dtype = "bf16";
 };
 
-std::vector<int> parse_counts(const std::string& text, const char* what) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    HYPIC_REQUIRE(!item.empty() && *end == '\0' && v >= 1 && v <= 256,
-                  std::string(what) + ": '" + text + "' is not a list of counts in [1, 256]");
-    out.push_back(static_cast<int>(v));
-  }
-  HYPIC_REQUIRE(!out.empty(), std::string(what) + " is empty");
-  return out;
-}
-
 int run_bench_store(StoreArgs& a) {
-  a.o.writers = parse_counts(a.writers, "--writers");
+  a.o.writers = parse_count_list(a.writers, "--writers", 256);
   a.o.dtype = store::parse_dtype(a.dtype);
   const std::vector<bench::StoreBenchRow> rows = bench::run_store_bench(a.o);
   std::printf(

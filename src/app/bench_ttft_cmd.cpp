@@ -31,15 +31,6 @@ struct TtftArgs {
   bench::TtftOptions options;  // the other flags, as given
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ','))
-    if (!part.empty()) out.push_back(part);
-  return out;
-}
-
 // The batch summary of one mode's run, as `serve` reports a batch.
 RunSummary summarize(const bench::TtftModeRun& run, const pic::JunctionSpec& junction,
                      const std::string& device) {
@@ -183,28 +174,15 @@ void print_sweep_table(const std::vector<bench::TtftResult>& results) {
                 r.ratio_full_over_pic_p50.value_or(0.0));
 }
 
-std::vector<int> parse_counts(const std::string& text) {
-  std::vector<int> out;
-  for (const std::string& part : split(text)) {
-    char* end = nullptr;
-    const long v = std::strtol(part.c_str(), &end, 10);
-    HYPIC_REQUIRE(end != nullptr && *end == '\0' && v > 0 && v <= 1 << 20,
-                  "--segments '" + text + "': expected positive counts separated by commas");
-    out.push_back(static_cast<int>(v));
-  }
-  HYPIC_REQUIRE(!out.empty(), "--segments '" + text + "': expected at least one count");
-  return out;
-}
-
 int run_bench_ttft(TtftArgs& a) {
   const DeviceChoice device = choose_device(a.device);
   print_device(device);
   a.options.backend = device.backend;
   bench::TtftOptions& o = a.options;
   o.junction = pic::JunctionSpec::parse(a.junction);
-  o.modes = split(a.modes);
+  o.modes = split_list(a.modes);
   for (const std::string& m : o.modes) pic::parse_mode(m);
-  const std::vector<int> counts = parse_counts(a.segments);
+  const std::vector<int> counts = parse_count_list(a.segments, "--segments", 1 << 20);
   const int most = *std::max_element(counts.begin(), counts.end());
   o.segments = counts.front();
   if (!a.corpus_given) o.corpus = std::max(o.corpus, most);

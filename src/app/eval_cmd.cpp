@@ -57,10 +57,7 @@ struct EvalArgs {
 std::vector<pic::Mode> parse_modes(const std::string& text) {
   std::vector<pic::Mode> modes;
   std::set<std::string> seen;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+  for (const std::string& item : split_list(text)) {
     const pic::Mode m = pic::parse_mode(item);
     if (seen.insert(pic::mode_name(m)).second) modes.push_back(m);
   }

@@ -1,6 +1,8 @@
 #include "app/io_util.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -80,6 +82,30 @@ nlohmann::json read_json_file(const std::string& path) {
   } catch (const std::exception& e) {
     throw Error(path + ": invalid JSON: " + e.what());
   }
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_count_list(const std::string& text, const std::string& flag, long max) {
+  const std::string what = flag + " '" + text + "': expected counts in [1, " + std::to_string(max) +
+                           "] separated by commas";
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    HYPIC_REQUIRE(*end == '\0' && errno == 0 && v >= 1 && v <= max, what);
+    out.push_back(static_cast<int>(v));
+  }
+  HYPIC_REQUIRE(!out.empty(), what);
+  return out;
 }
 
 }  // namespace hypic::app

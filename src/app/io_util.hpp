@@ -25,6 +25,13 @@ nlohmann::json read_json_file(const std::string& path);
 // Writes text to a file (creating parent folders); throws hypic::Error on failure.
 void write_text_file(const std::string& path, const std::string& text);
 
+// The non-empty items of a comma-separated list ("a,,b" gives a and b).
+std::vector<std::string> split_list(const std::string& text);
+
+// A comma-separated list of integer counts in [1, max] given to `flag`; throws hypic::Error
+// "FLAG 'TEXT': expected counts in [1, MAX] separated by commas" on anything else.
+std::vector<int> parse_count_list(const std::string& text, const std::string& flag, long max);
+
 // Peak resident memory of this process so far, bytes (VmHWM).
 uint64_t peak_rss_bytes();
 

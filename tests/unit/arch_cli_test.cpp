@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -40,17 +39,8 @@ TEST_P(ArchCli, WarmupServeAndEvalInEveryMode) {
   CliRun r =
       hypic("model init --arch " + GetParam() + " --preset tiny --seed 3 --out " + p("model"));
   ASSERT_EQ(r.code, 0) << r.err;
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int> tok(0, 511), len(20, 70);
+  cli_test::write_random_corpus(p("corpus.jsonl"), 4, 1, 20, 70);
   {
-    std::ofstream corpus(p("corpus.jsonl"));
-    for (int d = 0; d < 4; ++d) {
-      json line = {{"id", "doc" + std::to_string(d)}};
-      std::vector<int> t(static_cast<size_t>(len(rng)));
-      for (int& x : t) x = tok(rng);
-      line["tokens"] = t;
-      corpus << line.dump() << "\n";
-    }
     std::ofstream q(p("queries.jsonl"));
     q << R"({"id": "q1", "segments": ["doc0", "doc1", "doc2"], "question_tokens": [5, 6, 7], "max_new_tokens": 3})"
          "\n";

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -20,6 +22,26 @@ extern char** environ;
 #include "store/segment_store.hpp"
 
 namespace cli_test {
+
+// Writes a JSONL corpus of `docs` documents "doc0", "doc1", ... of random token ids in
+// [0, 511] (a tiny model's vocabulary), each of a length drawn from [min_len, max_len], from an
+// mt19937 seeded with `seed`; returns the documents' tokens. The CLI tests' common set-up.
+inline std::vector<std::vector<int>> write_random_corpus(const std::filesystem::path& path,
+                                                         int docs, unsigned seed, int min_len,
+                                                         int max_len) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> tok(0, 511), len(min_len, max_len);
+  std::ofstream corpus(path);
+  std::vector<std::vector<int>> out;
+  for (int d = 0; d < docs; ++d) {
+    std::vector<int> t(static_cast<size_t>(len(rng)));
+    for (int& x : t) x = tok(rng);
+    corpus << nlohmann::json({{"id", "doc" + std::to_string(d)}, {"tokens", t}}).dump() << "\n";
+    out.push_back(std::move(t));
+  }
+  EXPECT_TRUE(corpus.good()) << "cannot write " << path;
+  return out;
+}
 
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);

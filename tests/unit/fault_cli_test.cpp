@@ -14,7 +14,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -43,17 +42,7 @@ class FaultCli : public ::testing::Test {
     fs::create_directories(dir_);
     CliRun r = hypic("model init --arch qwen3_5 --preset tiny --seed 3 --out " + p("model"));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::mt19937 rng(11);
-    std::uniform_int_distribution<int> tok(0, 511), len(20, 60);
-    std::ofstream corpus(dir_ / "corpus.jsonl");
-    docs_.clear();
-    for (int d = 0; d < kDocs; ++d) {
-      std::vector<int> t(static_cast<size_t>(len(rng)));
-      for (int& x : t) x = tok(rng);
-      corpus << json({{"id", "doc" + std::to_string(d)}, {"tokens", t}}).dump() << "\n";
-      docs_.push_back(t);
-    }
-    corpus.close();
+    docs_ = cli_test::write_random_corpus(dir_ / "corpus.jsonl", kDocs, 11, 20, 60);
     // The reference: one process, the whole corpus.
     r = hypic("warmup " + model_arg() + " --corpus " + p("corpus.jsonl") + " --store " +
               p("reference.h5"));

@@ -40,16 +40,8 @@ class ServeCli : public ::testing::Test {
     const CliRun r =
         hypic("model init --arch qwen3_5 --preset tiny --seed 3 --out " + model_.string());
     ASSERT_EQ(r.code, 0) << r.err;
-    std::mt19937 rng(1);
-    std::uniform_int_distribution<int> tok(0, 511), len(20, 80);
-    std::ofstream corpus(dir_ / "corpus.jsonl");
-    for (int d = 0; d < 6; ++d) {
-      json line = {{"id", "doc" + std::to_string(d)}};
-      std::vector<int> t(static_cast<size_t>(len(rng)));
-      for (int& x : t) x = tok(rng);
-      line["tokens"] = t;
-      corpus << line.dump() << "\n";
-    }
+    cli_test::write_random_corpus(dir_ / "corpus.jsonl", 6, 1, 20, 80);
+    std::ofstream corpus(dir_ / "corpus.jsonl", std::ios::app);
     corpus << R"({"id": "text0", "text": "Position-independent caching composes segments."})"
            << "\n";
     corpus.close();

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -39,15 +38,7 @@ class ShardWritersCli : public ::testing::Test {
     fs::create_directories(dir_);
     CliRun r = hypic("model init --arch qwen3_5 --preset tiny --seed 5 --out " + p("model"));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int> tok(0, 511), len(15, 50);
-    std::ofstream corpus(dir_ / "corpus.jsonl");
-    for (int d = 0; d < kDocs; ++d) {
-      std::vector<int> t(static_cast<size_t>(len(rng)));
-      for (int& x : t) x = tok(rng);
-      corpus << json({{"id", "doc" + std::to_string(d)}, {"tokens", t}}).dump() << "\n";
-    }
-    corpus.close();
+    cli_test::write_random_corpus(dir_ / "corpus.jsonl", kDocs, 7, 15, 50);
     std::ofstream q(dir_ / "queries.jsonl");
     q << R"({"id": "q1", "segments": ["doc0", "doc1", "doc2"], "question_tokens": [5, 6], "max_new_tokens": 2})"
          "\n";

@@ -52,9 +52,10 @@ TEST_F(StoreBenchCli, MeasuresEveryWriterCountAndLeavesNoFiles) {
 
 TEST_F(StoreBenchCli, RefusesBadOptionsWithOneLine) {
   const std::pair<std::string, std::string> cases[] = {
-      {"--writers 0", "--writers"}, {"--writers 1,x", "--writers"},
-      {"--entries 0", "--entries"}, {"--entry-mib -1", "--entry-mib"},
-      {"--dtype i8", "i8"},         {"--reps 0", "--reps"}};
+      {"--writers 0", "--writers"},  {"--writers 1,x", "--writers"},
+      {"--entries 0", "--entries"},  {"--entry-mib -1", "--entry-mib"},
+      {"--dtype i8", "i8"},          {"--reps 0", "--reps"},
+      {"--writers 257", "[1, 256]"}, {"--writers 99999999999999999999", "--writers"}};
   for (const auto& [bad, needle] : cases) {
     const CliRun r = hypic("bench store --dir " + dir_.string() + " " + bad);
     EXPECT_NE(r.code, 0) << bad;

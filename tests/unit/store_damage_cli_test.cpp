@@ -11,8 +11,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,7 +19,6 @@
 namespace {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
-using nlohmann::json;
 
 // A command still running after this many seconds is killed and counts as a hang.
 constexpr int kBoundSeconds = 20;
@@ -47,15 +44,7 @@ class StoreDamageCli : public ::testing::Test {
     fs::create_directories(dir_);
     CliRun r = hypic("model init --arch qwen3_5 --preset tiny --seed 3 --out " + p("model"));
     ASSERT_EQ(r.code, 0) << r.err;
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int> tok(0, 511), len(30, 90);
-    std::ofstream corpus(dir_ / "corpus.jsonl");
-    for (int d = 0; d < kDocs; ++d) {
-      std::vector<int> t(static_cast<size_t>(len(rng)));
-      for (int& x : t) x = tok(rng);
-      corpus << json({{"id", "doc" + std::to_string(d)}, {"tokens", t}}).dump() << "\n";
-    }
-    corpus.close();
+    cli_test::write_random_corpus(dir_ / "corpus.jsonl", kDocs, 7, 30, 90);
     std::ofstream(dir_ / "queries.jsonl")
         << R"({"id": "q1", "segments": ["doc0", "doc1"], "question_tokens": [5, 6], "max_new_tokens": 2})"
            "\n";

@@ -1,7 +1,8 @@
 // Issue #45 item 1: the share of a prefill's FLOPs that a backend with tensor_core_products()
 // (the CUDA backend by default) runs on tensor cores, counted op by op over the real forward
 // pass of every architecture's bench preset. The counting device (a stand-in for the GPU, host
-// memory, model::to_backend's bf16 rounding included) skips the heavy work and counts:
+// memory, model::to_backend's bf16 rounding included) skips the heavy work, writes zeros into
+// the outputs of what it skips (so the forward runs to its end on finite values), and counts:
 //   tensor cores: linear_bf16 (2mnk; grouped_linear reaches it per group), attention_causal
 //     (QKᵀ and PV over the visible pairs: 4·hd·H·Σ_t (pos_t + 1): the CUDA backend's
 //     strided-batched bf16 products);
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,29 +33,47 @@ namespace {
 namespace kn = hypic::kernels;
 namespace model = hypic::model;
 
+// Zeros in `count` floats at p (a skipped op's output), when it has one.
+void zero(float* p, int64_t count) {
+  if (p != nullptr && count > 0) std::memset(p, 0, sizeof(float) * static_cast<size_t>(count));
+}
+
+// Zeros in the rows x cols block of a row-major matrix with leading dimension ld, unless the
+// op accumulates into it (beta != 0: the values already there are finite).
+void zero_block(float* c, int rows, int cols, int ld, bool accumulate) {
+  if (accumulate) return;
+  for (int r = 0; r < rows; ++r) zero(c + static_cast<int64_t>(r) * ld, cols);
+}
+
 class CountingDevice final : public pic_test::HostMemoryDevice {
  public:
   mutable double tensor = 0, other = 0;
   bool tensor_core_products() const override { return true; }
 
-  void linear(const float*, const float*, float*, int m, int n, int k, bool) const override {
+  void linear(const float*, const float*, float* y, int m, int n, int k,
+              bool accumulate) const override {
     other += 2.0 * m * n * k;
+    zero_block(y, m, n, n, accumulate);
   }
-  void linear_bf16(const float*, const uint16_t*, float*, int m, int n, int k,
-                   bool) const override {
+  void linear_bf16(const float*, const uint16_t*, float* y, int m, int n, int k,
+                   bool accumulate) const override {
     tensor += 2.0 * m * n * k;
+    zero_block(y, m, n, n, accumulate);
   }
-  void gemm(bool, bool, int m, int n, int k, float, const float*, int, const float*, int, float,
-            float*, int) const override {
+  void gemm(bool, bool, int m, int n, int k, float, const float*, int, const float*, int,
+            float beta, float* c, int ldc) const override {
     other += 2.0 * m * n * k;
+    zero_block(c, m, n, ldc, beta != 0.0f);
   }
   void gemm_strided_batched(bool, bool, int m, int n, int k, float, const float*, int, int64_t,
-                            const float*, int, int64_t, float, float*, int, int64_t,
-                            int batch) const override {
+                            const float*, int, int64_t, float beta, float* c, int ldc,
+                            int64_t stride_c, int batch) const override {
     other += 2.0 * m * n * k * batch;
+    for (int b = 0; b < batch; ++b) zero_block(c + b * stride_c, m, n, ldc, beta != 0.0f);
   }
   void attention_causal(const kn::AttentionDims& d, const float*, const float*, const float*,
-                        float*, float*) const override {
+                        float* out, float*) const override {
+    zero(out, int64_t{d.T} * d.H * d.hd);
     double pairs = 0;
     for (int t = 0; t < d.T; ++t)
       pairs += 1.0 + (d.positions != nullptr ? d.positions[t] : d.n_kv - d.T + t);
@@ -65,18 +85,30 @@ class CountingDevice final : public pic_test::HostMemoryDevice {
         s.delta ? 2 * (3 * dk * dv + C * (2 * dk + 2 * dv)) : 2 * (2 * dk * dv + C * (dk + dv));
     return per * d.Hv * d.T;
   }
+  // The family's outputs: out [T, Hv, dv]; the state [Hv, dk, dv] is updated in place (its
+  // finite values stay).
+  static void zero_out(const kn::FamilyDims& d, float* out) {
+    zero(out, int64_t{d.T} * d.Hv * d.dv);
+  }
   void family_chunked(const kn::FamilySpec& s, const kn::FamilyDims& d, const kn::FamilyInputs&,
-                      float*, float*, float*, int chunk) const override {
+                      float*, float* out, float* transition, int chunk) const override {
     other += family(s, d, chunk);
+    zero_out(d, out);
+    zero(transition, d.Hv * kn::transition_floats_per_head(kn::natural_structure(s), d.dk));
   }
   void family_chunked_lowrank(const kn::FamilySpec& s, const kn::FamilyDims& d,
-                              const kn::FamilyInputs&, float*, float*, float*, float*,
-                              float*) const override {
+                              const kn::FamilyInputs&, float*, float* out, float* tdiag, float* x,
+                              float* y) const override {
     other += family(s, d, 64);
+    zero_out(d, out);
+    zero(tdiag, int64_t{d.Hv} * d.dk);
+    zero(x, int64_t{d.Hv} * d.T * d.dk);
+    zero(y, int64_t{d.Hv} * d.T * d.dk);
   }
   void family_recurrent_f32(const kn::FamilySpec& s, const kn::FamilyDims& d,
-                            const kn::FamilyInputs&, float*, float*) const override {
+                            const kn::FamilyInputs&, float*, float* out) const override {
     other += family(s, d, 1);
+    zero_out(d, out);
   }
   void causal_conv1d_silu(const float* x, const float* w, float* st, float* y, int T, int C,
                           int K) const override {
@@ -127,16 +159,11 @@ TEST(TensorCoreShare, BenchPresetPrefillOfEveryArchitecture) {
       EXPECT_EQ(t->dtype(), hypic::DType::BF16) << arch->name() << " " << t->shape_str();
     auto cache = m.new_cache();
     std::vector<int32_t> ids(tokens, 1);
-    // The counting products and attention write nothing into their outputs, so the logits hold
-    // whatever the allocator left there: in Release fresh zero pages, under ASan its fill bytes,
-    // which can make them non-finite. The forward's last step refuses such logits; every op
-    // has been counted by then, and only the counts are asserted.
-    try {
-      m.prefill(ids, cache, model::LogitsMode::Last);
-    } catch (const hypic::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("logits are not finite"), std::string::npos)
-          << arch->name() << ": " << e.what();
-    }
+    // Zero weights and zero-filled outputs of the skipped ops: the logits are finite (zero), and
+    // the forward runs to its end whatever the allocator's fill (ASan's is not zero).
+    const std::vector<float> logits = m.prefill(ids, cache, model::LogitsMode::Last).to_vector();
+    ASSERT_FALSE(logits.empty()) << arch->name();
+    for (float v : logits) ASSERT_EQ(v, 0.0f) << arch->name();
     const double share = dev.tensor / (dev.tensor + dev.other);
     std::printf("tensor-core share of a %d-token prefill, %s bench preset: %.2f %% of %.3g FLOP\n",
                 tokens, arch->name(), 100 * share, dev.tensor + dev.other);
