@@ -15,6 +15,8 @@
 #   HYPIC_ASAN_FLAGS="-O1 -g"           other optimisation/debug flags (default below)
 #   HYPIC_ASAN_GLUE_OPTIONS=            other options for the command-line glue (default -O0;
 #                                       empty: the same flags as the rest)
+#   HYPIC_ASAN_TEST_OPTIONS=            other options for the test sources (default -O0;
+#                                       empty: the same flags as the rest)
 #
 # Where the build's time goes: scripts/ci/time_compile.sh as the compiler launcher (its header).
 #
@@ -39,14 +41,19 @@ start=$(date +%s)
 # The command-line glue (src/app, the CLI tests; HYPIC_GLUE_COMPILE_OPTIONS) at -O0: mostly
 # CLI11's and nlohmann::json's inline code, half of the compile time at -O1 and none of the
 # suite's run time. From scratch here: 861 s instead of 1527 s with -O1 -g throughout.
+# The other test sources (tests/unit, tests/mpi; HYPIC_TEST_COMPILE_OPTIONS) at -O0 too: their
+# numerical work is in the libraries they call, which stay at -O1, and at -O1 they took 2-3
+# times as long to compile (docs/testing.md).
 debug_flags=${HYPIC_ASAN_FLAGS:-"-O1 -g -fno-var-tracking"}
 glue_options=${HYPIC_ASAN_GLUE_OPTIONS--O0}
+test_options=${HYPIC_ASAN_TEST_OPTIONS--O0}
 # CUDA is left out (HYPIC_CUDA=OFF; HYPIC_ASAN_CUDA=ON keeps it): nothing here runs it, the
 # CPU-side device plumbing is tested through the host-memory stand-in device, which does not need
 # the CUDA objects, and the Release build of scripts/test.sh already compiles them.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DHYPIC_SANITIZE=address,undefined \
   -DCMAKE_CXX_FLAGS_DEBUG="$debug_flags" -DCMAKE_C_FLAGS_DEBUG="$debug_flags" \
-  -DHYPIC_GLUE_COMPILE_OPTIONS="$glue_options" -DHYPIC_CUDA="${HYPIC_ASAN_CUDA:-OFF}" \
+  -DHYPIC_GLUE_COMPILE_OPTIONS="$glue_options" -DHYPIC_TEST_COMPILE_OPTIONS="$test_options" \
+  -DHYPIC_CUDA="${HYPIC_ASAN_CUDA:-OFF}" \
   ${HYPIC_CMAKE_ARGS:-}
 # The build runs hypic_unit_tests once to list its tests (gtest_discover_tests); Open MPI's
 # leaks at that exit must not fail the build, so leaks are not checked there.
