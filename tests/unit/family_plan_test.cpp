@@ -266,6 +266,30 @@ TEST(FamilyPlan, Bf16OperandsStayWithinTheTensorCoreBound) {
   EXPECT_GT(least, 10 * kF32Tol) << "the bf16 emulation did not round";
 }
 
+// The device check's real-shape family cases (backend_real_shapes_test.cpp: T = 4096,
+// dk = dv = 128, chunk 64, the device against the host backend within 2e-2), with two value
+// heads and the tensor-core numerics emulated: 64 chunks of bf16 operands stay inside that
+// tolerance.
+TEST(FamilyPlan, Bf16OperandsAtTheRealShapeStayWithinItsTolerance) {
+  std::mt19937 rng(49);
+  for (kn::Member m : {kn::Member::GatedDeltaNet, kn::Member::KDA, kn::Member::Lightning}) {
+    const Case cs{m, 4096, m == kn::Member::GatedDeltaNet ? 1 : 2, 2, 128, 128, 64};
+    const Data d = make(cs, rng);
+    const kn::FamilySpec s = kn::member_spec(m);
+    const kn::FamilyDims dims{cs.T, cs.Hk, cs.Hv, cs.dk, cs.dv};
+    const size_t tsize =
+        size_t(kn::transition_floats_per_head(kn::natural_structure(s), cs.dk)) * cs.Hv;
+    Vec st = d.state, out(size_t(cs.T) * cs.Hv * cs.dv), tr(tsize);
+    Vec st_h = d.state, out_h(out.size()), tr_h(tsize);
+    plan::family_chunked_planned(s, dims, inputs(d), st.data(), out.data(), tr.data(), 64, true);
+    kn::family_chunked(s, dims, inputs(d), st_h.data(), out_h.data(), tr_h.data(), 64);
+    const double e = std::max({rel_err(out, out_h), rel_err(st, st_h), rel_err(tr, tr_h)});
+    std::printf("bf16-operand plan vs the host engine, %s T=4096 dk=dv=128: %.3g\n",
+                kn::member_name(m), e);
+    EXPECT_LE(e, 2e-2) << name(cs);
+  }
+}
+
 // The plan's FLOPs: for a non-delta member over whole chunks, exactly the count the roofline
 // uses, 2·(2·dk·dv + C·(dk + dv)) per token and value head, all in products.
 TEST(FamilyPlan, FlopCountOfTheProducts) {
