@@ -73,7 +73,8 @@ void rerotate_states(const Rotary& r, const float* src, float* dst, int heads, i
 void attention_causal(const AttentionDims& d, const float* q, const float* k, const float* v,
                       float* out);
 
-// --- family.cu: the linear-attention family, one block per value head ---
+// --- family.cu: the linear-attention family (chunked: the steps of family_plan.hpp; the token
+// recurrence: one block per value head) ---
 void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
                     float* out, float* transition, int chunk);
 void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,

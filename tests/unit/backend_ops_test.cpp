@@ -92,8 +92,15 @@ double tolerance(Op op) {
   return 0.0;
 }
 
-// max |got − ref| / max(1, max |ref|)
-void expect_close(const Vec& got, const Vec& want, Op op, const std::string& where) {
+// The linear-attention family on tensor cores (the steps of family_plan.hpp with bf16 operands
+// and f32 accumulation) against the double recurrence, relative as kTolerances: the bound
+// FamilyPlan.Bf16OperandsStayWithinTheTensorCoreBound holds the same steps, emulated on the
+// CPU, to (measured there: 2.1e-3 to 6.8e-3 over the awkward shapes of every member).
+constexpr double kFamilyBf16Tolerance = 2e-2;
+
+// max |got − ref| / max(1, max |ref|); tol < 0: the op's entry in kTolerances.
+void expect_close(const Vec& got, const Vec& want, Op op, const std::string& where,
+                  double tol = -1.0) {
   ASSERT_EQ(got.size(), want.size()) << kn::op_name(op) << " " << where;
   double scale = 1.0, err = 0.0;
   size_t worst = 0;
@@ -105,7 +112,7 @@ void expect_close(const Vec& got, const Vec& want, Op op, const std::string& whe
       worst = i;
     }
   }
-  EXPECT_LE(err / scale, tolerance(op))
+  EXPECT_LE(err / scale, tol < 0 ? tolerance(op) : tol)
       << kn::op_name(op) << " " << where << ": worst element " << worst << " got "
       << (got.empty() ? 0.0f : got[worst]) << " want " << (want.empty() ? 0.0f : want[worst]);
 }
@@ -443,9 +450,14 @@ Vec natural_transition(const ref::FamilyCase& c, const Vec& dense) {
   return out;
 }
 
-const kn::Member kMembers[] = {
-    kn::Member::LinearAttention, kn::Member::RetNet,        kn::Member::Mamba2, kn::Member::GLA,
-    kn::Member::DeltaNet,        kn::Member::GatedDeltaNet, kn::Member::KDA};
+const kn::Member kMembers[] = {kn::Member::LinearAttention,
+                               kn::Member::RetNet,
+                               kn::Member::Mamba2,
+                               kn::Member::GLA,
+                               kn::Member::DeltaNet,
+                               kn::Member::GatedDeltaNet,
+                               kn::Member::KDA,
+                               kn::Member::Lightning};
 
 TEST_P(BackendOps, FamilyChunked) {
   REQUIRE_OP(Op::FamilyChunked);
@@ -453,7 +465,7 @@ TEST_P(BackendOps, FamilyChunked) {
   // {Hk, Hv, dk, dv}: GQA ratios 1, 2, 4 and a small odd-sized head.
   const int heads[][4] = {{2, 2, 48, 80}, {1, 2, 48, 80}, {1, 4, 48, 80}, {1, 2, 16, 24}};
   for (kn::Member m : kMembers)
-    for (int T : {1, 63, 64, 65, 130})
+    for (int T : {1, 23, 63, 64, 65, 130})
       for (const auto& h : heads) {
         FamilyData f = family_data(m, T, h[0], h[1], h[2], h[3], rng);
         const kn::FamilySpec spec = kn::member_spec(m);
@@ -470,11 +482,13 @@ TEST_P(BackendOps, FamilyChunked) {
         std::ostringstream where;
         where << kn::member_name(m) << " T=" << T << " Hk=" << h[0] << " Hv=" << h[1]
               << " dk=" << h[2] << " dv=" << h[3];
-        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunked, where.str() + " out");
-        expect_close(get(state, f.state.size()), f.state, Op::FamilyChunked,
-                     where.str() + " state");
+        const double tol = be().tensor_core_products() ? kFamilyBf16Tolerance : -1.0;
+        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunked, where.str() + " out",
+                     tol);
+        expect_close(get(state, f.state.size()), f.state, Op::FamilyChunked, where.str() + " state",
+                     tol);
         expect_close(get(trans, tsize), natural_transition(f.c, want_t), Op::FamilyChunked,
-                     where.str() + " transition");
+                     where.str() + " transition", tol);
         release();
       }
 }
@@ -512,10 +526,12 @@ TEST_P(BackendOps, FamilyChunkedLowRank) {
             }
         const std::string where = std::string(kn::member_name(m)) + " T=" + std::to_string(T) +
                                   " Hv=" + std::to_string(Hv);
-        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunkedLowRank, where + " out");
+        const double tol = be().tensor_core_products() ? kFamilyBf16Tolerance : -1.0;
+        expect_close(get(out, want_out.size()), want_out, Op::FamilyChunkedLowRank, where + " out",
+                     tol);
         expect_close(get(state, f.state.size()), f.state, Op::FamilyChunkedLowRank,
-                     where + " state");
-        expect_close(got_t, want_t, Op::FamilyChunkedLowRank, where + " transition");
+                     where + " state", tol);
+        expect_close(got_t, want_t, Op::FamilyChunkedLowRank, where + " transition", tol);
         release();
       }
 }

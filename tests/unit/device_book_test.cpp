@@ -15,6 +15,7 @@
 #include "fake_device.hpp"
 #include "hypic/kernels/attention_checks.hpp"
 #include "hypic/kernels/device_book.hpp"
+#include "hypic/kernels/family_plan.hpp"
 #include "model/cache.hpp"
 #include "model/forward.hpp"
 #include "model/layers.hpp"
@@ -191,16 +192,19 @@ TEST(DeviceBook, AFaultNamesTheCallAndSaysWhenItIsSticky) {
   EXPECT_EQ(named.find("rerun"), std::string::npos) << "the kernel is already named";
 }
 
-// --- 7. The chunked family's scratch size does not overflow past T = 46340. ---
+// --- 7. The chunked family's scratch (family_plan.hpp's layout) does not overflow past
+// T = 46340 (the low-rank export runs the whole segment as one chunk: C × C matrices). ---
 TEST(DeviceBook, FamilyScratchSizeIsExactPastIntRange) {
-  auto exact = [](int64_t L, int64_t dk, int64_t dv) {
-    return 6 * L * dk + dk + 3 * L * L + L * dv;
-  };
-  EXPECT_EQ(book::family_scratch_floats(64, 128, 128), exact(64, 128, 128));
-  for (int L : {46340, 46341, 65536, 262144}) {
-    const int64_t want = exact(L, 128, 128);
-    EXPECT_EQ(book::family_scratch_floats(L, 128, 128), want) << L;
-    EXPECT_GT(want, int64_t(L) * L) << L;
+  namespace plan = hypic::kernels::family_plan;
+  const hypic::kernels::FamilySpec gdn{hypic::kernels::Decay::Scalar, true};
+  for (int T : {64, 46340, 46341, 65536}) {
+    const plan::Plan p = plan::make_plan(gdn, {T, 1, 1, 128, 128}, true, false, 0, true);
+    EXPECT_EQ(p.C, T);
+    EXPECT_EQ(plan::elems(p, plan::KK), int64_t(T) * T) << T;
+    int64_t offsets[plan::kBufs + 1];
+    plan::layout(p, 2, offsets);
+    // KK, QKB (bf16) and MB (bf16) are T x T each; QK (f32) too.
+    EXPECT_GE(offsets[plan::kBufs], int64_t(T) * T * (4 + 2 + 2 + 4)) << T;
   }
   EXPECT_GT(int64_t(46341) * 46341, int64_t(std::numeric_limits<int>::max()));
 }

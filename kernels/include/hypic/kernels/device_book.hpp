@@ -5,8 +5,7 @@
 //    stream-ordered free waits for those uploads only (cuda_backend.cu);
 //  - TicketEvents: the events behind the NCCL link's tickets, recycled once complete whether
 //    or not anyone asks done() (nccl_link.cu);
-//  - the HYPIC_CUDA_SYNC_DEBUG setting and the text of a CUDA fault (check.cuh);
-//  - the chunked linear-attention kernel's scratch size in 64-bit arithmetic (family.cu).
+//  - the HYPIC_CUDA_SYNC_DEBUG setting and the text of a CUDA fault (check.cuh).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -201,14 +200,6 @@ inline std::string fault_message(const std::string& what, const std::string& err
     s += ")";
   }
   return s;
-}
-
-// Floats of scratch per value head of the chunked family kernel for chunk length L (for the
-// low-rank export L = T, the whole segment): 6 L·dk + dk + 3 L² + L·dv. 64-bit throughout:
-// L² alone passes 2³¹ at L = 46341.
-inline int64_t family_scratch_floats(int L, int dk, int dv) {
-  const int64_t l = L;
-  return l * dk * 6 + dk + 3 * l * l + l * dv;
 }
 
 }  // namespace hypic::kernels::device_book
