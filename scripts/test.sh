@@ -3,7 +3,9 @@
 # tests (as one gtest shard per core), the MPI tests at 1-3 ranks and the README's commands
 # under ctest, and then the Slurm job scripts on a
 # single-node test cluster (scripts/test_slurm.sh; HYPIC_SKIP_SLURM=1 leaves them out and
-# says so).
+# says so) and the three-node test cluster in network namespaces (scripts/test_cluster.sh,
+# about a minute; it skips with its reason where namespaces are not permitted;
+# HYPIC_SKIP_CLUSTER=1 leaves it out).
 # Takes: about 15 minutes on a fresh 2-core machine, 10.5 of them the build (docs/testing.md, "CI").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +28,9 @@ if [ "${HYPIC_SKIP_SLURM:-0}" = 1 ]; then
   echo "test.sh: Slurm job tests skipped (HYPIC_SKIP_SLURM=1)"
 else
   HYPIC_BIN="$BUILD_DIR/src/hypic" bash scripts/test_slurm.sh
+fi
+if [ "${HYPIC_SKIP_CLUSTER:-0}" = 1 ]; then
+  echo "test.sh: three-node cluster test skipped (HYPIC_SKIP_CLUSTER=1)"
+else
+  HYPIC_BIN="$BUILD_DIR/src/hypic" bash scripts/test_cluster.sh
 fi

@@ -224,9 +224,22 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     // The store's dtype comes from rank 0 (an existing store keeps its own).
     int dtype = 0;
     MPI_Bcast(&dtype, 1, MPI_INT, 0, comm);
-    store::SegmentStore shard = store::open_for_writing(
-        store::shard_path(options.store_path, comm_rank(comm)), fingerprint,
-        options.junction.store_code(), static_cast<DType>(dtype), options.sync_to_disk);
+    // On a cluster the line must say which node cannot write (a read-only or full file
+    // system there), so a failure to open names this rank and its host.
+    std::optional<store::SegmentStore> opened;
+    try {
+      opened.emplace(store::open_for_writing(store::shard_path(options.store_path, comm_rank(comm)),
+                                             fingerprint, options.junction.store_code(),
+                                             static_cast<DType>(dtype), options.sync_to_disk));
+    } catch (const std::exception& e) {
+      const ProcessIdentity me = this_process(comm);
+      throw Error("worker rank " + std::to_string(me.rank) + " (pid " + std::to_string(me.pid) +
+                  " on " + me.host + ") cannot write its shard: " + e.what() + "; the store " +
+                  options.store_path +
+                  " and its other shards are untouched; make the shard writable (or move it "
+                  "aside: its entries are then recomputed) and rerun");
+    }
+    store::SegmentStore& shard = *opened;
     HYPIC_REQUIRE(shard.dtype() == static_cast<DType>(dtype),
                   "shard " + shard.path() + " stores " + dtype_name(shard.dtype()) +
                       " but its store " + options.store_path + " stores " +

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -19,7 +20,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
 constexpr size_t kHelloBytes = 1024;
-constexpr size_t kLineBytes = 2048;    // one death message
+constexpr size_t kLineBytes = 2048;    // one death message (its part after the verb)
 constexpr size_t kBriefBytes = 400;    // one worker's part of the SIGTERM summary
 constexpr size_t kSuffixBytes = 1024;  // what the caller says after every message
 
@@ -64,10 +65,14 @@ struct WatchShared {
   struct Slot {
     std::atomic<int64_t> pid{0};
     std::atomic<bool> local{false};
+    std::atomic<int> lifeline_fd{-1};  // a remote worker's lifeline socket, else -1
+    std::atomic<int> verdict{0};       // what check() saw on it: 0 nothing, 1 closed, 2 lost
     std::atomic<int> current{0};
-    // Two copies: the main thread writes the one not current, then flips `current`.
-    char line[2][kLineBytes] = {};    // "" while the worker holds nothing
-    char brief[2][kBriefBytes] = {};  // "rank 2: segment 7 (…)"
+    // Two copies: the main thread writes the one not current, then flips `current`. A death
+    // message is head + verb ("died", "stopped answering (…)") + tail.
+    char head[2][kBriefBytes] = {};   // "hypic: error: worker rank 2 (pid 7 on n3) "
+    char tail[2][kLineBytes] = {};    // " while computing segment 7 (…); …\n"; "" if idle
+    char brief[2][kBriefBytes] = {};  // "rank 2 on n3 segment 7 (…)"
   };
   explicit WatchShared(int workers) : slots(static_cast<size_t>(workers) + 1) {}
 
@@ -88,12 +93,28 @@ using detail::WatchShared;
 namespace {
 std::atomic<WatchShared*> g_active{nullptr};
 
-// The first worker on this node that holds work and whose process is gone, else 0.
-int find_dead(WatchShared& s) {
+constexpr const char* kSilentVerb =
+    "stopped answering (its lifeline's TCP keep-alive probes go unanswered: its node or its link "
+    "is down)";
+
+// The first worker that holds work and is gone (on this node: its process; on another: its
+// lifeline closed, or silent), else 0; `*silent` says which kind of loss.
+int find_dead(WatchShared& s, bool* silent) {
   for (size_t w = 1; w < s.slots.size(); ++w) {
     auto& slot = s.slots[w];
-    if (!slot.local.load() || slot.line[slot.current.load()][0] == '\0') continue;
-    if (gone_by_kill(slot.pid.load())) return static_cast<int>(w);
+    *silent = false;
+    if (slot.tail[slot.current.load()][0] == '\0') continue;
+    if (slot.local.load()) {
+      if (gone_by_kill(slot.pid.load())) return static_cast<int>(w);
+      continue;
+    }
+    const int verdict = slot.verdict.load();
+    const int fd = slot.lifeline_fd.load();
+    if (verdict == 1 || (verdict == 0 && lifeline_broken(fd))) return static_cast<int>(w);
+    if (verdict == 2 || lifeline_silent(fd)) {
+      *silent = true;
+      return static_cast<int>(w);
+    }
   }
   return 0;
 }
@@ -102,11 +123,15 @@ void on_signal(int sig) {
   const int saved_errno = errno;
   WatchShared* s = g_active.load();
   if (s != nullptr) {
-    const int dead = find_dead(*s);
+    bool silent = false;
+    const int dead = find_dead(*s, &silent);
     int expected = 0;
     if (dead > 0 && s->reported.compare_exchange_strong(expected, dead)) {
       auto& slot = s->slots[static_cast<size_t>(dead)];
-      write_all(slot.line[slot.current.load()]);
+      const int cur = slot.current.load();
+      write_all(slot.head[cur]);
+      write_all(silent ? kSilentVerb : "died");
+      write_all(slot.tail[cur]);
       s->handler_printed.store(true);
     } else if (dead == 0 && sig == SIGTERM && s->reported.compare_exchange_strong(expected, -1)) {
       write_all(
@@ -202,6 +227,8 @@ std::vector<uint8_t> serialize_identity(const ProcessIdentity& id) {
   put(&id.pid, sizeof id.pid);
   put_string(host);
   put_string(ns);
+  out.resize(out.size() + sizeof id.lifeline_port);
+  put(&id.lifeline_port, sizeof id.lifeline_port);
   return out;
 }
 
@@ -213,11 +240,14 @@ ProcessIdentity deserialize_identity(const uint8_t* data, size_t size) {
   id.pid = r.get<int64_t>();
   id.host = r.get_string();
   id.pid_namespace = r.get_string();
+  id.lifeline_port = r.get<uint16_t>();
   return id;
 }
 
 void announce_worker(MPI_Comm comm, int driver_rank) {
-  const std::vector<uint8_t> bytes = serialize_identity(this_process(comm));
+  ProcessIdentity me = this_process(comm);
+  me.lifeline_port = lifeline_port();
+  const std::vector<uint8_t> bytes = serialize_identity(me);
   check_mpi(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, driver_rank, kTagHello,
                      comm),
             "MPI_Send(worker announcement)");
@@ -238,8 +268,9 @@ bool process_gone(int64_t pid) {
 
 // ---- WorkerWatch -------------------------------------------------------------------------
 
-WorkerWatch::WorkerWatch(MPI_Comm comm, std::string after_death, bool install_handlers)
-    : comm_(comm) {
+WorkerWatch::WorkerWatch(MPI_Comm comm, std::string after_death, bool install_handlers,
+                         bool all_remote)
+    : comm_(comm), all_remote_(all_remote) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   workers_ = size - 1;
@@ -248,6 +279,8 @@ WorkerWatch::WorkerWatch(MPI_Comm comm, std::string after_death, bool install_ha
   ids_.resize(static_cast<size_t>(size));
   held_.resize(static_cast<size_t>(size));
   gone_since_.assign(static_cast<size_t>(size), 0.0);
+  lifelines_.resize(static_cast<size_t>(size));
+  lifeline_warned_.assign(static_cast<size_t>(size), false);
   hello_buffers_.assign(static_cast<size_t>(size), std::vector<uint8_t>(kHelloBytes));
   hello_requests_.assign(static_cast<size_t>(size), MPI_REQUEST_NULL);
   for (int w = 1; w <= workers_; ++w) {
@@ -300,8 +333,11 @@ void WorkerWatch::receive_announcements() {
     const ProcessIdentity me = this_process(comm_);
     auto& slot = shared_->slots[static_cast<size_t>(w)];
     slot.pid.store(id.pid);
-    slot.local.store(id.host == me.host && !id.pid_namespace.empty() &&
-                     id.pid_namespace == me.pid_namespace);
+    const bool local = !all_remote_ && id.host == me.host && !id.pid_namespace.empty() &&
+                       id.pid_namespace == me.pid_namespace;
+    slot.local.store(local);
+    if (!local)  // another node: its PID means nothing here, its lifeline does
+      lifelines_[static_cast<size_t>(w)] = std::make_unique<Lifeline>(id.host, id.lifeline_port);
     ids_[static_cast<size_t>(w)] = std::move(id);
     publish(w);
   }
@@ -315,28 +351,45 @@ bool WorkerWatch::local(int worker) const {
   return shared_->slots.at(static_cast<size_t>(worker)).local.load();
 }
 
+LifelineState WorkerWatch::lifeline(int worker) const {
+  const auto& l = lifelines_.at(static_cast<size_t>(worker));
+  return l ? l->state() : LifelineState::kUnavailable;
+}
+
+std::string WorkerWatch::describe(int worker, const std::string& verb) const {
+  const auto& held = held_[static_cast<size_t>(worker)];
+  const ProcessIdentity& id = ids_[static_cast<size_t>(worker)];
+  const std::string where =
+      id.pid > 0 ? "pid " + std::to_string(id.pid) + " on " + id.host : "pid not yet known";
+  const std::string segment = held.empty() ? std::string("nothing")
+                                           : "segment " + std::to_string(held.front().first) +
+                                                 " (" + held.front().second + ")";
+  const std::string more = held.size() > 1 ? "; " + std::to_string(held.size() - 1) +
+                                                 " more segment(s) were queued on it"
+                                           : "";
+  return "worker rank " + std::to_string(worker) + " (" + where + ") " + verb +
+         " while computing " + segment + more + "; " + shared_->suffix;
+}
+
 void WorkerWatch::publish(int worker) {
   auto& slot = shared_->slots[static_cast<size_t>(worker)];
   const auto& held = held_[static_cast<size_t>(worker)];
   const int next = 1 - slot.current.load();
   if (held.empty()) {
-    slot.line[next][0] = '\0';
+    slot.head[next][0] = '\0';
+    slot.tail[next][0] = '\0';
     slot.brief[next][0] = '\0';
   } else {
     const ProcessIdentity& id = ids_[static_cast<size_t>(worker)];
-    const std::string where =
-        id.pid > 0 ? "pid " + std::to_string(id.pid) + " on " + id.host : "pid not yet known";
     const std::string segment =
         "segment " + std::to_string(held.front().first) + " (" + held.front().second + ")";
-    const std::string more = held.size() > 1 ? "; " + std::to_string(held.size() - 1) +
-                                                   " more segment(s) were queued on it"
-                                             : "";
-    copy_cut(slot.line[next], kLineBytes,
-             "hypic: error: worker rank " + std::to_string(worker) + " (" + where +
-                 ") died while computing " + segment + more + "; " + shared_->suffix,
-             true);
+    const std::string line = describe(worker, "\x01");  // the verb's place
+    const size_t at = line.find('\x01');
+    copy_cut(slot.head[next], kBriefBytes, "hypic: error: " + line.substr(0, at), false);
+    copy_cut(slot.tail[next], kLineBytes, line.substr(at + 1), true);
     copy_cut(slot.brief[next], kBriefBytes,
-             "rank " + std::to_string(worker) + " " + segment +
+             "rank " + std::to_string(worker) + (id.host.empty() ? "" : " on " + id.host) + " " +
+                 segment +
                  (held.size() > 1 ? " and " + std::to_string(held.size() - 1) + " queued" : ""),
              false);
   }
@@ -368,13 +421,8 @@ std::vector<int64_t> WorkerWatch::holding(int worker) const {
 
 void WorkerWatch::check() {
   auto died = [&](int w, bool printed) {
-    const auto& slot = shared_->slots[static_cast<size_t>(w)];
-    std::string line = slot.line[slot.current.load()];
-    const std::string prefix = "hypic: error: ";
-    if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
-    if (!line.empty() && line.back() == '\n') line.pop_back();
     const auto& held = held_[static_cast<size_t>(w)];
-    throw WorkerDied(w, held.empty() ? -1 : held.front().first, line, printed);
+    throw WorkerDied(w, held.empty() ? -1 : held.front().first, describe(w, "died"), printed);
   };
   if (shared_->handler_printed.load()) died(shared_->reported.load(), true);
   const double t = now_s();
@@ -383,8 +431,43 @@ void WorkerWatch::check() {
   receive_announcements();
   for (int w = 1; w <= workers_; ++w) {
     double& since = gone_since_[static_cast<size_t>(w)];
-    if (held_[static_cast<size_t>(w)].empty() || !local(w) ||
-        !process_gone(ids_[static_cast<size_t>(w)].pid)) {
+    if (held_[static_cast<size_t>(w)].empty()) {
+      since = 0;
+      continue;
+    }
+    bool gone = false;
+    if (local(w)) {
+      gone = process_gone(ids_[static_cast<size_t>(w)].pid);
+    } else if (Lifeline* line = lifelines_[static_cast<size_t>(w)].get()) {
+      const LifelineState st = line->poll();
+      auto& slot = shared_->slots[static_cast<size_t>(w)];
+      // The handler keeps seeing the socket, and what was seen on it: a reset is reported by
+      // recv() once, and SIGTERM may come within the grace below.
+      slot.lifeline_fd.store(line->fd());
+      slot.verdict.store(st == LifelineState::kClosed ? 1 : st == LifelineState::kLost ? 2 : 0);
+      if (st == LifelineState::kUnavailable && !lifeline_warned_[static_cast<size_t>(w)]) {
+        lifeline_warned_[static_cast<size_t>(w)] = true;
+        std::fprintf(stderr,
+                     "hypic: warning: worker rank %d on %s has no lifeline (%s); its death or "
+                     "the loss of its node is seen only when the launcher ends the job\n",
+                     w, ids_[static_cast<size_t>(w)].host.c_str(), line->problem().c_str());
+      }
+      if (st == LifelineState::kLost) {
+        int expected = 0;
+        if (shared_->reported.compare_exchange_strong(expected, w)) {
+          const auto& held = held_[static_cast<size_t>(w)];
+          throw WorkerDied(w, held.front().first,
+                           describe(w, "stopped answering: its lifeline to " + line->problem() +
+                                           " (no answer to TCP keep-alive for " +
+                                           std::to_string(KeepAlive{}.bound_s()) +
+                                           " s: its node or its link is down)"),
+                           false);
+        }
+        if (shared_->handler_printed.load()) died(shared_->reported.load(), true);
+      }
+      gone = st == LifelineState::kClosed;
+    }
+    if (!gone) {
       since = 0;
       continue;
     }

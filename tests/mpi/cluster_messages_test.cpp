@@ -331,5 +331,73 @@ TEST(WorkerWatch, LearnsItsWorkersAndTracksWhatEachHolds) {
   MPI_Barrier(comm.get());
 }
 
+// A worker on another node is watched through its lifeline. `all_remote` makes the watch do so
+// for the ranks of this node too; worker 1 then closes its lifeline listener, which is what
+// its kernel does when it dies, and rank 0 names it with its host and the segments it held.
+TEST(WorkerWatch, ARemoteWorkersClosedLifelineNamesItsRankHostAndSegment) {
+  const Communicator comm = Communicator::world().duplicate();
+  const int size = comm.size();
+  if (size == 1) GTEST_SKIP() << "needs a worker rank (ctest also runs this at 2 and 3 ranks)";
+  if (comm.rank() != 0) {
+    announce_worker(comm.get(), 0);
+    MPI_Barrier(comm.get());  // rank 0 holds every lifeline
+    if (comm.rank() == 1) close_lifeline_listener();
+    MPI_Barrier(comm.get());  // rank 0 has seen it
+    return;
+  }
+  WorkerWatch watch(comm.get(), "rerun to resume", /*install_handlers=*/false,
+                    /*all_remote=*/true);
+  for (int w = 1; w < size; ++w) {
+    watch.assign(w, 10 * w, "document \"d" + std::to_string(w) + "\"");
+    watch.assign(w, 10 * w + 1, "document \"e" + std::to_string(w) + "\"");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto all_alive = [&] {
+    for (int w = 1; w < size; ++w)
+      if (watch.lifeline(w) != LifelineState::kAlive) return false;
+    return true;
+  };
+  while (!all_alive() && std::chrono::steady_clock::now() < deadline) {
+    watch.check();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int w = 1; w < size; ++w) {
+    EXPECT_FALSE(watch.local(w));
+    EXPECT_EQ(watch.lifeline(w), LifelineState::kAlive) << "worker " << w;
+  }
+  // Alive lifelines: nothing to report (past the 10 ms cadence and the 100 ms grace).
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_NO_THROW(watch.check());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  MPI_Barrier(comm.get());
+  std::string what;
+  int rank = 0;
+  int64_t segment = -1;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (what.empty() && std::chrono::steady_clock::now() < until) {
+    try {
+      watch.check();
+    } catch (const WorkerDied& e) {
+      what = e.what();
+      rank = e.rank();
+      segment = e.segment();
+      EXPECT_FALSE(e.printed());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(rank, 1);
+  EXPECT_EQ(segment, 10);
+  EXPECT_EQ(watch.lifeline(1), LifelineState::kClosed);
+  const ProcessIdentity me = this_process(comm.get());
+  EXPECT_NE(what.find("worker rank 1 (pid "), std::string::npos) << what;
+  EXPECT_NE(what.find(" on " + me.host + ") died while computing segment 10 (document \"d1\")"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("1 more segment(s) were queued on it; rerun to resume"), std::string::npos)
+      << what;
+  MPI_Barrier(comm.get());
+}
+
 }  // namespace
 }  // namespace hypic::cluster

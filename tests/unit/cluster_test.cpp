@@ -2,6 +2,9 @@
 // simulator, the message formats and the world-size checks.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
@@ -19,6 +22,7 @@
 
 #include "cluster/cost_model.hpp"
 #include "cluster/dispatch.hpp"
+#include "cluster/lifeline.hpp"
 #include "cluster/lpt.hpp"
 #include "cluster/messages.hpp"
 #include "cluster/progress.hpp"
@@ -754,6 +758,11 @@ TEST(WorkerWatch, IdentityRoundTripsAndRefusesForeignBytes) {
   EXPECT_EQ(back.pid, me.pid);
   EXPECT_EQ(back.host, me.host);
   EXPECT_EQ(back.pid_namespace, me.pid_namespace);
+  EXPECT_EQ(back.lifeline_port, 0);
+  ProcessIdentity worker = me;
+  worker.lifeline_port = 40713;
+  const std::vector<uint8_t> wb = serialize_identity(worker);
+  EXPECT_EQ(deserialize_identity(wb.data(), wb.size()).lifeline_port, 40713);
   EXPECT_THROW(deserialize_identity(bytes.data(), bytes.size() - 1), Error);
   std::vector<uint8_t> foreign = bytes;
   foreign[0] ^= 0xff;
@@ -776,6 +785,90 @@ TEST(WorkerWatch, ProcessGoneSeesZombiesAndReapedProcesses) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(process_gone(child));
+}
+
+// ---- lifelines (cluster/lifeline.hpp) ---------------------------------------------------
+
+// Polls `line` for at most 5 s until it leaves `from`.
+LifelineState poll_until_not(Lifeline& line, LifelineState from) {
+  for (int i = 0; i < 500 && line.poll() == from; ++i) usleep(10000);
+  return line.state();
+}
+
+TEST(Lifeline, ConnectsWithKeepAliveAndSeesTheListenerClose) {
+  const uint16_t port = lifeline_port();
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(lifeline_port(), port) << "one listener per process";
+  Lifeline line("localhost", port, KeepAlive{3, 2, 4});
+  EXPECT_EQ(poll_until_not(line, LifelineState::kConnecting), LifelineState::kAlive)
+      << line.problem();
+  ASSERT_GE(line.fd(), 0);
+  int idle = 0, interval = 0, count = 0, keep = 0;
+  socklen_t len = sizeof(int);
+  ASSERT_EQ(getsockopt(line.fd(), SOL_SOCKET, SO_KEEPALIVE, &keep, &len), 0);
+  ASSERT_EQ(getsockopt(line.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len), 0);
+  ASSERT_EQ(getsockopt(line.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, &len), 0);
+  ASSERT_EQ(getsockopt(line.fd(), IPPROTO_TCP, TCP_KEEPCNT, &count, &len), 0);
+  EXPECT_NE(keep, 0);
+  EXPECT_EQ(idle, 3);
+  EXPECT_EQ(interval, 2);
+  EXPECT_EQ(count, 4);
+  // Nobody accepts it, nothing is sent: it stays alive.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(line.poll(), LifelineState::kAlive);
+    EXPECT_FALSE(lifeline_broken(line.fd()));
+    usleep(5000);
+  }
+  // The worker's death as its kernel sees it: the listener closes, the connection is reset.
+  close_lifeline_listener();
+  EXPECT_EQ(poll_until_not(line, LifelineState::kAlive), LifelineState::kClosed);
+  EXPECT_NE(line.problem().find("localhost (127.0.0.1:" + std::to_string(port) + ")"),
+            std::string::npos)
+      << line.problem();
+  EXPECT_TRUE(lifeline_broken(line.fd()));
+  EXPECT_FALSE(lifeline_broken(-1));
+  EXPECT_NE(lifeline_port(), 0) << "a new listener after the old one closed";
+}
+
+TEST(Lifeline, SeesAProcessKilledWithSigkill) {
+  int ports[2];
+  ASSERT_EQ(pipe(ports), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close_lifeline_listener();  // the child's own listener, not the parent's copy
+    const uint16_t port = lifeline_port();
+    (void)!write(ports[1], &port, sizeof port);
+    pause();
+    _exit(0);
+  }
+  uint16_t port = 0;
+  ASSERT_EQ(read(ports[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  close(ports[0]);
+  close(ports[1]);
+  Lifeline line("127.0.0.1", port);
+  EXPECT_EQ(poll_until_not(line, LifelineState::kConnecting), LifelineState::kAlive)
+      << line.problem();
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(poll_until_not(line, LifelineState::kAlive), LifelineState::kClosed) << line.problem();
+}
+
+TEST(Lifeline, UnresolvedHostOrNoListenerLeavesItUnavailableNotDead) {
+  Lifeline nobody("no-such-host.invalid", 4000);
+  EXPECT_EQ(nobody.poll(), LifelineState::kUnavailable);
+  EXPECT_NE(nobody.problem().find("cannot resolve host 'no-such-host.invalid'"), std::string::npos)
+      << nobody.problem();
+  Lifeline no_port("localhost", 0);
+  EXPECT_EQ(no_port.poll(), LifelineState::kUnavailable);
+  // A port nothing listens on: refused, which a firewall can do as well, so not a death.
+  const uint16_t port = lifeline_port();
+  close_lifeline_listener();
+  Lifeline refused("127.0.0.1", port);
+  EXPECT_EQ(poll_until_not(refused, LifelineState::kConnecting), LifelineState::kUnavailable);
+  EXPECT_NE(refused.problem().find("connect"), std::string::npos) << refused.problem();
+  EXPECT_STREQ(lifeline_state_name(LifelineState::kLost), "lost");
 }
 
 }  // namespace

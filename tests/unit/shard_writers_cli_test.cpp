@@ -150,6 +150,32 @@ TEST_F(ShardWritersCli, DamagedShardIsNamedThenMovedAsideAndRecomputed) {
   cli_test::expect_same_store(store, p("reference.h5"));
 }
 
+// A worker that cannot open its shard (on a cluster: a read-only or full file system on its
+// node; here a folder in the shard's place, since root ignores file modes) ends the job with one
+// line naming its rank, its host and the shard; nothing is lost, and a rerun completes.
+TEST_F(ShardWritersCli, AShardItsWorkerCannotOpenIsNamedWithRankAndHost) {
+  const std::string store = p("unwritable.h5");
+  const std::string shard = store + ".rank2.h5";
+  fs::create_directories(shard);
+  CliRun r = mpirun3(warmup(store));
+  EXPECT_NE(r.code, 0) << r.err;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::regex line("hypic: error: worker rank 2 \\(pid [0-9]+ on " + std::string(host) +
+                        "\\) cannot write its shard: [^\n]*" + shard +
+                        "[^\n]*; make the shard writable");
+  EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
+  size_t errors = 0;
+  for (size_t at = r.err.find("hypic: error:"); at != std::string::npos;
+       at = r.err.find("hypic: error:", at + 1))
+    ++errors;
+  EXPECT_EQ(errors, 1u) << r.err;
+  fs::remove(shard);
+  r = mpirun3(warmup(store));
+  ASSERT_EQ(r.code, 0) << r.err;
+  cli_test::expect_same_store(store, p("reference.h5"));
+}
+
 TEST_F(ShardWritersCli, WritersRank0KeepsTheSingleWriter) {
   const std::string store = p("single.h5");
   CliRun r = mpirun3(warmup(store) + " --writers rank0");
