@@ -199,6 +199,13 @@ start munged "$STATE/log/munged.out" munged --foreground --force \
   --seed-file="$STATE/munge/munged.seed"
 for _ in $(seq 50); do [[ -S $MUNGE_SOCKET ]] && break; sleep 0.1; done
 [[ -S $MUNGE_SOCKET ]] || die "munged did not create $MUNGE_SOCKET; see $STATE/log/munged.log"
+# PMIx's per-step folders (/tmp/spmix_appdir_<uid>_<job>.<step>) that an earlier cluster left
+# behind: with its state cleared (-c) slurmctld numbers jobs from 1 again, and slurmd refuses to
+# launch a step whose folder exists ("Cannot create directory ... File exists"). No step runs
+# on this machine now (no slurmstepd), so any such folder is stale.
+if ! pgrep -x slurmstepd >/dev/null; then
+  find /tmp -maxdepth 1 -name 'spmix_appdir_*' -user "$(id -u)" -exec rm -rf {} + 2>/dev/null || true
+fi
 export SLURM_CONF=$CONF
 start slurmctld "$STATE/log/slurmctld.out" slurmctld -D -c -f "$CONF"
 start slurmd "$STATE/log/slurmd.out" slurmd -D -f "$CONF" -N "$NODE"

@@ -149,19 +149,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; FAILED=1; exit 130' INT TERM
 
-result() { # result NAME PASS|FAIL DETAIL
-  local line
-  line=$(printf '%-4s %-10s %s' "$2" "$1" "$3")
-  RESULTS+=("$line")
-  echo "test_cluster: $line"
-  [[ "$2" == PASS ]] || FAILED=1
-}
-left() { echo $((BUDGET - ($(date +%s) - T0))); }
-step_limit() { # step_limit MAX: at most MAX seconds, and what the budget leaves
-  local l
-  l=$(left)
-  ((l - 10 < $1)) && echo $((l > 20 ? l - 10 : 10)) || echo "$1"
-}
+STEP_NAME=test_cluster STEP_MARGIN=10
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh  # result, left, step_limit
 show_log() { # the tail of a log, indented
   [[ -f "$1" ]] && tail -n "${2:-15}" "$1" | sed 's/^/    /'
 }

@@ -83,20 +83,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; FAILED=1; exit 130' INT TERM
 
-result() { # result NAME PASS|FAIL DETAIL
-  local line
-  line=$(printf '%-4s %-10s %s' "$2" "$1" "$3")
-  RESULTS+=("$line")
-  echo "test_slurm: $line"
-  [[ "$2" == PASS ]] || FAILED=1
-}
-left() { echo $((BUDGET - ($(date +%s) - T0))); }
-# step_limit MAX: seconds a step may take, at most MAX and what the budget leaves
-step_limit() {
-  local l
-  l=$(left)
-  ((l - 15 < $1)) && echo $((l > 25 ? l - 15 : 10)) || echo "$1"
-}
+STEP_NAME=test_slurm STEP_MARGIN=15
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh  # result, left, step_limit
 show_log() { # show_log FILE...: the tail of job logs, indented
   local f
   for f in "$@"; do
