@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "hypic/error.hpp"
+#include "hypic/kernels/blas.hpp"
 #include "store/entry.hpp"
 
 #if defined(HYPIC_BLAS_OPENBLAS)
@@ -566,6 +567,72 @@ std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& 
     }
     p += n;
   }
+  return "";
+}
+
+std::string compose_packed(const std::vector<float>& forms, const std::vector<float>& packed,
+                           int heads, int dk, int dv, const float* s0, float* state) {
+  if (forms.size() != size_t(heads) * 2)
+    return "Tform holds " + std::to_string(forms.size()) + " values, not 2 per head";
+  const size_t hs = size_t(dk) * dv;
+  std::vector<float> scratch, out(hs);
+  const float* p = packed.data();
+  const float* end = packed.data() + packed.size();
+  for (int h = 0; h < heads; ++h) {
+    const float code = forms[size_t(h) * 2], rk = forms[size_t(h) * 2 + 1];
+    if (!(code >= 0 && code < kHeadForms && code == std::floor(code)))
+      return "head " + std::to_string(h) + " has no form code " + std::to_string(code);
+    const HeadForm f = static_cast<HeadForm>(static_cast<int>(code));
+    const int rank = f == HeadForm::LowRank ? static_cast<int>(rk) : 0;
+    if (f == HeadForm::LowRank && !(rank >= 1 && rank <= lowrank_max_tokens(dk)))
+      return "head " + std::to_string(h) + " (lowrank) has rank " + std::to_string(rk);
+    const int64_t n = head_form_floats(f, dk, rank);
+    if (end - p < n) return "Tpack is shorter than its forms";
+    float* x = state + hs * h;
+    const float* add = s0 + hs * h;
+    switch (f) {
+      case HeadForm::Absent:
+        std::copy(add, add + hs, x);
+        break;
+      case HeadForm::Scalar:
+        for (size_t i = 0; i < hs; ++i) x[i] = p[0] * x[i] + add[i];
+        break;
+      case HeadForm::Diagonal:
+        for (int r = 0; r < dk; ++r)
+          for (int c = 0; c < dv; ++c) {
+            const size_t i = size_t(r) * dv + c;
+            x[i] = p[r] * x[i] + add[i];
+          }
+        break;
+      case HeadForm::LowRank: {  // d ⊙ x − Xᵀ·(Y·x): Y·x is rank × dv
+        const float* fx = p + dk;
+        const float* fy = fx + size_t(rank) * dk;
+        scratch.assign(size_t(rank) * dv, 0.0f);
+        kernels::gemm(false, false, rank, dv, dk, 1.0f, fy, dk, x, dv, 0.0f, scratch.data(), dv);
+        for (int r = 0; r < dk; ++r)
+          for (int c = 0; c < dv; ++c) out[size_t(r) * dv + c] = p[r] * x[size_t(r) * dv + c];
+        kernels::gemm(true, false, dk, dv, rank, -1.0f, fx, dk, scratch.data(), dv, 1.0f,
+                      out.data(), dv);
+        for (size_t i = 0; i < hs; ++i) x[i] = out[i] + add[i];
+        break;
+      }
+      case HeadForm::Dense:
+      case HeadForm::Fp8: {
+        const float* t = p;
+        if (f == HeadForm::Fp8) {
+          scratch.assign(size_t(dk) * dk, 0.0f);
+          const std::string problem = fp8_decode_matrix(p, dk, dk, scratch.data());
+          if (!problem.empty()) return "head " + std::to_string(h) + "'s T: " + problem;
+          t = scratch.data();
+        }
+        kernels::gemm(false, false, dk, dv, dk, 1.0f, t, dk, x, dv, 0.0f, out.data(), dv);
+        for (size_t i = 0; i < hs; ++i) x[i] = out[i] + add[i];
+        break;
+      }
+    }
+    p += n;
+  }
+  if (p != end) return "Tpack is longer than its forms";
   return "";
 }
 

@@ -120,6 +120,14 @@ struct PackedT {
 // fp8 (each head the pair of fewest elements whose ε_T + ε_S ≤ tolerance).
 PackedT pack_t(const LinearSummary& dense, double tolerance, bool fp8 = false);
 
+// Composition in the stored forms, head by head, on the host: state [H, dk, dv] ← T̂·state +
+// s0, each head's T̂ as Tform / Tpack keep it (absent: the state becomes s0; scalar and diagonal:
+// element-wise; low rank: d ⊙ state − Xᵀ·(Y·state), two thin products; dense: one product;
+// fp8: decoded into scratch, then one product). So a layer that mixes one dense head with cheap
+// ones pays the dense product for that head only. Returns "" or what is inconsistent.
+std::string compose_packed(const std::vector<float>& forms, const std::vector<float>& packed,
+                           int heads, int dk, int dv, const float* s0, float* state);
+
 // Sets sum.s from Sform / Spack (sum.heads, dk, dv given); "" or what is inconsistent.
 std::string unpack_s(const std::vector<float>& forms, const std::vector<float>& packed,
                      LinearSummary& sum);

@@ -318,6 +318,11 @@ TEST(EntryForms, MixedFormsRoundTripThroughTheStoreAndCompose) {
   hypic::pic::SegmentEntry old_layout = exact;  // tolerance 0: today's arrays
   hypic::pic::choose_entry_forms(old_layout, 0.0, DType::BF16);
   ASSERT_TRUE(old_layout.linear[0].t_forms.empty());
+  for (size_t l = 0; l < old_layout.linear.size(); ++l) {  // fp8 S is never chosen at 0 either
+    EXPECT_TRUE(old_layout.linear[l].s_forms.empty()) << l;
+    EXPECT_EQ(old_layout.linear[l].summary.s, exact.linear[l].summary.s) << l;
+    EXPECT_EQ(old_layout.linear[l].summary.t, exact.linear[l].summary.t) << l;
+  }
   hypic::pic::round_to_dtype(old_layout, DType::BF16);
   std::vector<int32_t> other = tokens;
   other[0] = (other[0] + 1) % cfg.vocab_size;
@@ -632,6 +637,48 @@ TEST(EntryForms, UnpackRefusesInconsistentStateForms) {
   EXPECT_NE(hypic::pic::unpack_t({5, 0, 0, 0}, std::vector<float>(4 + 8), s), "");  // packing 0
   EXPECT_EQ(hypic::pic::unpack_t({5, 1, 0, 0}, std::vector<float>(4 + 8), s), "");  // fp8 T: dense
   EXPECT_EQ(s.structure, TStructure::Dense);
+}
+
+// A layer with one head in every form composes head by head (compose_packed: absent as the
+// segment's own state, scalar and diagonal element-wise, low rank as two thin products, dense
+// as one, fp8 decoded into scratch) as the dense product of its unpacked T does; a Tpack of the
+// wrong length is refused.
+TEST(EntryForms, ComposesEachHeadInItsOwnForm) {
+  const auto& be = hypic::kernels::host_backend();
+  std::mt19937 rng(23);
+  const int H = 6, dk = 16, dv = 8;
+  std::vector<float> forms = {0, 0, 1, 0, 2, 0, 3, 2, 4, 0, 5, hypic::pic::kFp8PackBf16};
+  std::vector<float> packed = {0.4f};
+  const std::vector<float> d = random_matrix(rng, 1, dk, 0.5f);
+  packed.insert(packed.end(), d.begin(), d.end());
+  const std::vector<float> wy = random_matrix(rng, 1, dk + 2 * 2 * dk, 0.3f);
+  packed.insert(packed.end(), wy.begin(), wy.end());
+  const std::vector<float> dense = random_matrix(rng, dk, dk, 0.2f);
+  packed.insert(packed.end(), dense.begin(), dense.end());
+  const std::vector<float> t8 = random_matrix(rng, dk, dk, 0.2f);
+  std::vector<float> q(static_cast<size_t>(hypic::pic::fp8_floats(dk, dk)));
+  ASSERT_TRUE(hypic::pic::fp8_encode_matrix(t8.data(), dk, dk, q.data()));
+  packed.insert(packed.end(), q.begin(), q.end());
+  LinearSummary s;
+  s.heads = H;
+  s.dk = dk;
+  s.dv = dv;
+  s.s = random_matrix(rng, H * dk, dv);
+  ASSERT_EQ(hypic::pic::unpack_t(forms, packed, s), "");
+  ASSERT_EQ(s.structure, TStructure::Dense);
+  const std::vector<float> state = random_matrix(rng, H * dk, dv);
+  std::vector<float> via_dense = state, via_heads = state;
+  hypic::pic::apply(be, s, via_dense.data());
+  ASSERT_EQ(hypic::pic::compose_packed(forms, packed, H, dk, dv, s.s.data(), via_heads.data()), "");
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_NEAR(via_heads[i], via_dense[i], 1e-5 * (1 + std::fabs(via_dense[i]))) << i;
+  // Head 0 (absent) is the segment's own state exactly.
+  for (int i = 0; i < dk * dv; ++i) EXPECT_EQ(via_heads[i], s.s[i]);
+  std::vector<float> shorter(packed.begin(), packed.end() - 1), longer = packed;
+  longer.push_back(0.0f);
+  std::vector<float> x = state;
+  EXPECT_NE(hypic::pic::compose_packed(forms, shorter, H, dk, dv, s.s.data(), x.data()), "");
+  EXPECT_NE(hypic::pic::compose_packed(forms, longer, H, dk, dv, s.s.data(), x.data()), "");
 }
 
 }  // namespace
