@@ -71,17 +71,19 @@ void print_run(const bench::ComposeOptions& a, const ComposeRun& run) {
   }
   if (!r.entry_forms.empty()) {
     std::printf(
-        "  per-head forms of T (docs/entry-forms.md), bf16 bytes of the layer (T + S + conv), "
-        "state error against the dense T's composition:\n");
-    std::printf("    %-10s %6s %6s %6s %6s %6s %12s %12s %7s %10s %10s %10s\n", "tolerance",
-                "absent", "scalar", "diag", "lowrk", "dense", "dense B", "chosen B", "ratio",
-                "max bound", "state err", "T*S_in/S");
+        "  per-head forms of T and S (docs/entry-forms.md), bf16 bytes of the layer (T + S + "
+        "conv), state error against the dense entry's composition:\n");
+    std::printf("    %-10s %6s %6s %6s %6s %6s %6s %6s %12s %12s %7s %10s %10s %10s\n", "tolerance",
+                "absent", "scalar", "diag", "lowrk", "dense", "T fp8", "S fp8", "dense B",
+                "chosen B", "ratio", "max bound", "state err", "T*S_in/S");
     for (const bench::EntryFormsRow& row : r.entry_forms)
       std::printf(
-          "    %-10.3g %6lld %6lld %6lld %6lld %6lld %12zu %12zu %7.3f %10.3g %10.3g %10.3g\n",
+          "    %-10.3g %6lld %6lld %6lld %6lld %6lld %6lld %6lld %12zu %12zu %7.3f %10.3g %10.3g "
+          "%10.3g\n",
           row.tolerance, static_cast<long long>(row.heads[0]), static_cast<long long>(row.heads[1]),
           static_cast<long long>(row.heads[2]), static_cast<long long>(row.heads[3]),
-          static_cast<long long>(row.heads[4]), row.dense_bytes_bf16, row.chosen_bytes_bf16,
+          static_cast<long long>(row.heads[4]), static_cast<long long>(row.heads[5]),
+          static_cast<long long>(row.s_fp8_heads), row.dense_bytes_bf16, row.chosen_bytes_bf16,
           static_cast<double>(row.chosen_bytes_bf16) / row.dense_bytes_bf16, row.max_bound,
           row.state_error, row.state_contribution);
   }
@@ -103,7 +105,9 @@ nlohmann::json run_json(const bench::ComposeOptions& a, const ComposeRun& run) {
                        {"scalar", row.heads[1]},
                        {"diagonal", row.heads[2]},
                        {"lowrank", row.heads[3]},
-                       {"dense", row.heads[4]}}},
+                       {"dense", row.heads[4]},
+                       {"fp8", row.heads[5]}}},
+                     {"s_fp8_heads", row.s_fp8_heads},
                      {"dense_bytes_bf16", row.dense_bytes_bf16},
                      {"chosen_bytes_bf16", row.chosen_bytes_bf16},
                      {"max_bound", row.max_bound},

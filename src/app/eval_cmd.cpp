@@ -166,6 +166,7 @@ void warm_up(EvalRun& run) {
   wo.junction = run.junction;
   // "auto" follows --dtype, as on the workers (which never see the store).
   wo.entry_tolerance = pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype));
+  wo.entry_dtype = store::parse_dtype(a.dtype);
   wo.cost = cluster::load_cost_model_or_default(run.store_path);
   wo.after_death =
       "the store " + run.store_path + " keeps every entry committed so far; rerun to resume";
@@ -283,7 +284,8 @@ int run_eval(const EvalArgs& a) {
     if (!run.any_entries) return 0;
     LoadedPicModel m = load_pic_model(a.model, *device.backend);
     cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get(),
-                        pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype)));
+                        pic::parse_entry_tolerance(a.entry_tolerance, store::parse_dtype(a.dtype)),
+                        nullptr, store::parse_dtype(a.dtype));
     cluster::run_worker(comm.get(), *m.model, run.junction, gpus.link.get());
     return 0;
   }

@@ -41,13 +41,33 @@ void print_forms(store::SegmentStore& st) {
       const size_t slash = name.find('/', 7);
       const int layer = std::stoi(name.substr(7, slash - 7));
       const std::string what = name.substr(slash + 1);
-      const std::string part = what == "S" || what == "conv" ? what : "T";
+      const std::string part = what == "S" || what == "Sform" || what == "Spack" ? "S"
+                               : what == "conv"                                  ? what
+                                                                                 : "T";
       by_layer[layer][part] += static_cast<uint64_t>(t.numel()) * el;
       const std::string base = "linear/" + std::to_string(layer) + "/";
-      if (what == "Tform") {
+      if (what == "S" && t.rank() == 3) {
+        tally.s_full_heads += t.dim(0);
+        tally.s_full_floats += t.numel();
+      } else if (what == "Sform" && t.rank() == 2 && t.dim(1) == 4) {
+        for (int64_t h = 0; h < t.dim(0); ++h) {
+          const float* f = t.data() + 4 * h;
+          const bool q = f[0] == 1.0f;
+          (q ? tally.s_fp8_heads : tally.s_full_heads) += 1;
+          (q ? tally.s_fp8_floats : tally.s_full_floats) +=
+              pic::head_s_floats(q, static_cast<int>(f[2]), static_cast<int>(f[3]));
+        }
+      } else if (what == "Tform") {
+        // dk: from S [H, dk, dv], or from Sform's rows (H, 4: form, packing, dk, dv)
         const auto s = e->arrays.find(base + "S");
+        const auto sf = e->arrays.find(base + "Sform");
         const auto pk = e->arrays.find(base + "Tpack");
-        if (s == e->arrays.end() || s->second.rank() != 3) continue;
+        int dk = 0;
+        if (s != e->arrays.end() && s->second.rank() == 3)
+          dk = static_cast<int>(s->second.dim(1));
+        else if (sf != e->arrays.end() && sf->second.numel() >= 4)
+          dk = static_cast<int>(sf->second.data()[2]);
+        if (dk <= 0) continue;
         pic::PackedT p;
         p.forms = t.to_vector();
         if (pk != e->arrays.end()) p.packed = pk->second.to_vector();
@@ -57,7 +77,7 @@ void print_forms(store::SegmentStore& st) {
           c.rank = static_cast<int>(p.forms[2 * h + 1]);
           p.choices.push_back(c);
         }
-        pic::tally(p, static_cast<int>(s->second.dim(1)), tally);
+        pic::tally(p, dk, tally);
       } else if (what == "T" && t.rank() == 3) {
         tally.heads[static_cast<int>(pic::HeadForm::Dense)] += t.dim(0);
         tally.floats[static_cast<int>(pic::HeadForm::Dense)] += t.numel();
@@ -79,6 +99,11 @@ void print_forms(store::SegmentStore& st) {
   if (wy_heads > 0)
     std::printf("  %-12s %10lld %12.4f\n", "WY (KDA)", static_cast<long long>(wy_heads),
                 mib(static_cast<uint64_t>(wy_values) * el));
+  std::printf("S by form\n");
+  std::printf("  %-12s %10lld %12.4f\n", "as stored", static_cast<long long>(tally.s_full_heads),
+              mib(static_cast<uint64_t>(tally.s_full_floats) * el));
+  std::printf("  %-12s %10lld %12.4f\n", "fp8", static_cast<long long>(tally.s_fp8_heads),
+              mib(static_cast<uint64_t>(tally.s_fp8_floats) * el));
   std::printf("per layer      %12s %12s %12s\n", "T MiB", "S MiB", "conv MiB");
   for (auto& [layer, parts] : by_layer)
     std::printf("  linear %-5d %12.4f %12.4f %12.4f\n", layer, mib(parts["T"]), mib(parts["S"]),

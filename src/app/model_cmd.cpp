@@ -162,6 +162,27 @@ int run_info_config(const std::string& path) {
               " bytes per cached token (bf16; T %s)\n",
               s.entry_fixed_bytes, human_bytes(static_cast<double>(s.entry_fixed_bytes)).c_str(),
               s.linear_layers, s.entry_bytes_per_token, s.entry_t_form.c_str());
+  if (s.entry_t_bytes > 0) {
+    // Per-head forms (docs/entry-forms.md) at their two ends, for a 512-token segment with a
+    // junction of 8 (504 cached tokens), beside the K/V a pure-attention model of the same
+    // shape (every layer full attention) keeps for those tokens.
+    constexpr uint64_t kCached = 504;
+    const uint64_t kv = s.entry_bytes_per_token * kCached,
+                   conv = s.entry_fixed_bytes - s.entry_t_bytes - s.entry_s_bytes;
+    const uint64_t absent = s.entry_s_bytes + conv + kv, fp8 = s.entry_s_fp8_bytes + conv + kv,
+                   dense = s.entry_fixed_bytes + kv;
+    std::printf(
+        "entry forms  : a 512-token segment (504 cached, junction 8), bf16 store: T dense "
+        "%" PRIu64 " bytes (today); T absent %" PRIu64 " (%.3f); T absent + S fp8 %" PRIu64
+        " (%.3f, the smallest the forms reach); each with K/V %" PRIu64 "\n",
+        dense, absent, static_cast<double>(absent) / static_cast<double>(dense), fp8,
+        static_cast<double>(fp8) / static_cast<double>(dense), kv);
+    if (s.full_layers > 0)
+      std::printf(
+          "               a pure-attention model of this shape (%d layers of K/V) keeps "
+          "%" PRIu64 " bytes for those tokens\n",
+          s.layers, s.kv_bytes_per_token / s.full_layers * s.layers * kCached);
+  }
   if (s.entry_lowrank_max_tokens > 0) {
     const int r = s.entry_lowrank_max_tokens, half = r / 2 + 1;
     const uint64_t at_half = s.entry_lowrank_base_bytes + half * s.entry_lowrank_bytes_per_token;

@@ -101,6 +101,7 @@ int run_warmup(const WarmupArgs& a) {
   cluster::WarmupOptions wo;
   wo.junction = junction;
   wo.entry_tolerance = entry_tolerance;
+  wo.entry_dtype = dtype;
   // auto: one process writes its store file itself; with workers, each writes its own shard
   // (docs/cluster.md, "Entries to the store").
   wo.writers = a.writers == "rank0" || (a.writers == "auto" && world.size == 1)

@@ -293,17 +293,22 @@ ComposeResult run_compose(const ComposeOptions& a) {
       EntryFormsRow row;
       row.tolerance = tol;
       row.state_contribution = contribution;
-      const pic::PackedT p = pic::pack_t(sum, tol);
+      const pic::PackedT p = pic::pack_t(sum, tol, true);  // fp8 candidates (a bf16 store)
       for (const pic::HeadChoice& c : p.choices) {
         ++row.heads[static_cast<int>(c.form)];
+        row.s_fp8_heads += c.s_fp8 ? 1 : 0;
         row.max_bound = std::max(row.max_bound, c.bound);
       }
       row.dense_bytes_bf16 = (sum.t.size() + s_floats) * dtype_size(DType::BF16);
-      row.chosen_bytes_bf16 =
-          p.all_dense() ? row.dense_bytes_bf16
-                        : (p.forms.size() + p.packed.size() + s_floats) * dtype_size(DType::BF16);
+      const size_t t_chosen = p.all_dense() ? sum.t.size() : p.forms.size() + p.packed.size();
+      const size_t s_chosen = p.s_forms.empty() ? s_floats
+                                                : p.s_forms.size() + p.s_packed.size() +
+                                                      static_cast<size_t>(r.conv_values);
+      row.chosen_bytes_bf16 = (t_chosen + s_chosen) * dtype_size(DType::BF16);
       pic::LinearSummary approx = sum;
-      const std::string problem = pic::unpack_t(p.forms, p.packed, approx);
+      std::string problem = pic::unpack_t(p.forms, p.packed, approx);
+      if (problem.empty() && !p.s_forms.empty())
+        problem = pic::unpack_s(p.s_forms, p.s_packed, approx);
       HYPIC_REQUIRE(problem.empty(), "bench compose: " + problem);
       std::vector<float> composed = s_in;
       pic::apply(be, approx, composed.data());

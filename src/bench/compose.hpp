@@ -41,9 +41,10 @@ struct ComposeOptions {
 // One tolerance's per-head forms of this layer's T (delta rules with a dense T only).
 struct EntryFormsRow {
   double tolerance = 0;
-  int64_t heads[5] = {};         // absent, scalar, diagonal, lowrank, dense
+  int64_t heads[6] = {};         // T: absent, scalar, diagonal, lowrank, dense, fp8
+  int64_t s_fp8_heads = 0;       // heads whose S(C|0) is kept in fp8
   size_t dense_bytes_bf16 = 0;   // T + S (+ conv tail) of the layer, T dense (today)
-  size_t chosen_bytes_bf16 = 0;  // the same with T in the chosen forms (+ the Tform array)
+  size_t chosen_bytes_bf16 = 0;  // the same in the chosen forms (+ the Tform / Sform arrays)
   double max_bound = 0;          // the largest head bound (entry_forms.hpp (2))
   // ‖T̂·S_in + S0 − (T·S_in + S0)‖_F / ‖T·S_in + S0‖_F, S_in the state the layer leaves after
   // another segment of as many random tokens (its state contribution: state_contribution).

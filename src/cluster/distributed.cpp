@@ -47,10 +47,10 @@ int comm_size(MPI_Comm comm) {
 
 // pic::compute_entry timed, as the store arrays a worker sends (or rank 0 puts).
 store::Entry compute_store_entry(model::Model& model, const std::vector<int32_t>& tokens, int w,
-                                 double tolerance, double& seconds) {
+                                 double tolerance, DType dtype, double& seconds) {
   const auto t0 = Clock::now();
   pic::SegmentEntry computed = pic::compute_entry(model, tokens, w);
-  if (tolerance > 0) pic::choose_entry_forms(computed, tolerance);
+  if (tolerance > 0) pic::choose_entry_forms(computed, tolerance, dtype);
   store::Entry e = pic::to_store_entry(computed);
   seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return e;
@@ -133,7 +133,8 @@ Command next_command(MPI_Comm comm) {
 }  // namespace
 
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
-                kernels::DeviceLink* link, double entry_tolerance, store::SegmentStore* shard) {
+                kernels::DeviceLink* link, double entry_tolerance, store::SegmentStore* shard,
+                DType entry_dtype) {
   announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
@@ -166,8 +167,12 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
         device_sender->send(task.segment, task.key, std::move(arrays));
         return;
       }
-      store::Entry e = compute_store_entry(model, task.tokens, w, entry_tolerance, seconds);
+      store::Entry e =
+          compute_store_entry(model, task.tokens, w, entry_tolerance,
+                              shard != nullptr ? shard->dtype() : entry_dtype, seconds);
       if (shard != nullptr) {  // a sharded warm-up: committed here, rank 0 gets a receipt
+        const std::string problem = pic::fp8_store_problem(e, shard->dtype());
+        HYPIC_REQUIRE(problem.empty(), problem);
         shard->put(task.key, e);
         store::Entry receipt;
         receipt.n_tokens = e.n_tokens;
@@ -218,7 +223,8 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
   const bool sharded = options.writers == Writers::kShards && comm_size(comm) > 1;
   if (comm_rank(comm) != 0) {
     if (!sharded) {
-      run_worker(comm, model, options.junction, nullptr, options.entry_tolerance);
+      run_worker(comm, model, options.junction, nullptr, options.entry_tolerance, nullptr,
+                 options.entry_dtype);
       return res;
     }
     // The store's dtype comes from rank 0 (an existing store keeps its own).
@@ -301,6 +307,8 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
                      final);
   };
   auto put = [&](const std::string& key, store::Entry&& e, int64_t tokens, double seconds) {
+    const std::string problem = pic::fp8_store_problem(e, store->dtype());
+    HYPIC_REQUIRE(problem.empty(), problem + "; rerun with --dtype " + dtype_name(store->dtype()));
     store->put(key, e);
     ++res.computed;
     res.computed_tokens += tokens;
@@ -325,7 +333,8 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
     for (const Task& t : tasks) {
       const int w = options.junction.tokens_for(static_cast<int64_t>(t.tokens.size()));
       double seconds = 0;
-      store::Entry e = compute_store_entry(model, t.tokens, w, options.entry_tolerance, seconds);
+      store::Entry e =
+          compute_store_entry(model, t.tokens, w, options.entry_tolerance, store->dtype(), seconds);
       put(t.key, std::move(e), static_cast<int64_t>(t.tokens.size()), seconds);
     }
   } else {

@@ -42,9 +42,10 @@ inline constexpr const char* kStoredInShardArray = "_hypic/stored_in_shard";
 // next segment's compute, and MPI carries its layout and compute time (device_entries.hpp).
 // `shard` (a sharded warm-up; null: send entries): each entry is put into this store, committed,
 // and only a receipt (kStoredInShardArray and the compute time) goes to rank 0.
+// `entry_dtype`: the store's dtype the forms are chosen for (fp8 forms only where it keeps them).
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
                 kernels::DeviceLink* link = nullptr, double entry_tolerance = 0,
-                store::SegmentStore* shard = nullptr);
+                store::SegmentStore* shard = nullptr, DType entry_dtype = DType::BF16);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
@@ -72,8 +73,11 @@ struct WarmupOptions {
   std::vector<std::string> labels;
   // Rank 0: ends the message when a worker dies (what became of the store, how to resume).
   std::string after_death = "rerun to resume";
-  // Per-head forms of T (pic/entry_forms.hpp) at this tolerance; 0 keeps T dense.
+  // Per-head forms of T (pic/entry_forms.hpp) at this tolerance; 0 keeps T dense. The forms
+  // are chosen for entry_dtype (--dtype); rank 0 refuses entries whose fp8 forms its store's
+  // dtype would not keep.
   double entry_tolerance = 0;
+  DType entry_dtype = DType::BF16;
 };
 
 struct WarmupResult {  // filled on rank 0

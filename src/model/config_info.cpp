@@ -56,6 +56,9 @@ ConfigSummary runnable(const json& root) {
   s.entry_bytes_per_token = s.kv_bytes_per_token;
   s.entry_t_form = kimi ? "dense dk x dk per head (delta rule with per-channel gates)"
                         : "dense dk x dk per value head (delta rule)";
+  s.entry_t_bytes = Hv * dk * dk * s.linear_layers * kStoreBytes;
+  s.entry_s_bytes = Hv * dk * dv * s.linear_layers * kStoreBytes;
+  s.entry_s_fp8_bytes = Hv * (dk + (dk * dv + 1) / 2) * s.linear_layers * kStoreBytes;
   if (kimi) {
     // Short KDA segments: T = diag(γ) − XᵀY, dk + 2·r·dk values per head (the rule of
     // pic::entry_t_structure: while that is smaller than dk², r ≤ dk/2 − 1).

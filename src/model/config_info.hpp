@@ -26,6 +26,10 @@ struct ConfigSummary {
   uint64_t entry_fixed_bytes = 0;      // a segment entry's linear-layer part: T, S, conv tail
   uint64_t entry_bytes_per_token = 0;  // a segment entry's attention part, per cached token
   std::string entry_t_form;            // how T is kept per head ("dense dk x dk", "scalar")
+  // Delta rules (T dense dk × dk per value head; 0 otherwise): a segment entry's bytes of T and
+  // of S(C|0), all linear layers, bf16, and of S in fp8 (docs/entry-forms.md: dk row exponents
+  // and dk·dv/2 code pairs per head). The conv tail is entry_fixed_bytes minus T and S.
+  uint64_t entry_t_bytes = 0, entry_s_bytes = 0, entry_s_fp8_bytes = 0;
   // KDA: a segment of r ≤ entry_lowrank_max_tokens cached tokens keeps T in its WY form, so
   // its linear part is entry_lowrank_base_bytes + r · entry_lowrank_bytes_per_token (bf16)
   // instead of entry_fixed_bytes. 0: the architecture keeps no low-rank form.

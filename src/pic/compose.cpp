@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/weights.hpp"
+#include "pic/entry_forms.hpp"
 
 namespace hypic::pic {
 namespace {
@@ -140,6 +141,19 @@ void splice_layer(const kernels::Backend& be, const model::ModelConfig& config,
       }
       const LinearSummary& sum =
           cache.kind == model::LayerKind::RingLinear ? moved : entry_layer.summary;
+      if (host && !addition && !entry_layer.t_forms.empty() &&
+          cache.kind != model::LayerKind::RingLinear) {
+        // T in per-head forms (entry_forms.hpp): each head composes in its own form.
+        const LinearSummary& s = entry_layer.summary;
+        const std::string problem =
+            compose_packed(entry_layer.t_forms, entry_layer.t_packed, s.heads, s.dk, s.dv,
+                           s.s.data(), cache.state.data());
+        HYPIC_REQUIRE(problem.empty(),
+                      "segment entry layer " + std::to_string(layer) + ": " + problem);
+        if (has_conv)
+          be.copy_within(cache.conv.data(), entry_layer.conv.data(), entry_layer.conv.bytes());
+        return;
+      }
       if (host) {
         apply_layers(be, {&sum}, {cache.state.data()}, addition);
         if (has_conv)

@@ -272,7 +272,7 @@ std::shared_ptr<const SegmentEntry> Engine::keep_cold(const std::string& key,
     // Per-head forms of T for host entries (a resident one keeps T dense on its device).
     if (!computed.resident()) {
       const double tol = parse_entry_tolerance(options_.entry_tolerance, store_->dtype());
-      if (tol > 0) choose_entry_forms(computed, tol);
+      if (tol > 0) choose_entry_forms(computed, tol, store_->dtype());
     }
     round_to_dtype(computed, store_->dtype(), &model_.backend());
     if (store_->writable()) {

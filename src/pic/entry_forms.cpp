@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "hypic/error.hpp"
+#include "hypic/kernels/blas.hpp"
+#include "store/entry.hpp"
 
 #if defined(HYPIC_BLAS_OPENBLAS)
 // OpenBLAS exports LAPACK's Fortran interface (no lapacke.h is installed): sgesdd with the
@@ -32,6 +34,8 @@ const char* head_form_name(HeadForm f) {
       return "lowrank";
     case HeadForm::Dense:
       return "dense";
+    case HeadForm::Fp8:
+      return "fp8";
   }
   return "?";
 }
@@ -48,8 +52,98 @@ int64_t head_form_floats(HeadForm f, int dk, int rank) {
       return int64_t(dk) + 2 * int64_t(rank) * dk;
     case HeadForm::Dense:
       return int64_t(dk) * dk;
+    case HeadForm::Fp8:
+      return fp8_floats(dk, dk);
   }
   return 0;
+}
+
+uint8_t e4m3_encode(double x) {
+  if (std::isnan(x)) return 0x7F;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const double a = std::fabs(x);
+  if (a < std::ldexp(1.0, -6)) {  // subnormal: steps of 2⁻⁹ (8 steps: the smallest normal)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0)));
+  }
+  if (a >= 448.0) return sign | 0x7E;  // saturate (448 is the largest finite value)
+  int e = 0;
+  std::frexp(a, &e);  // a = f·2^e, f ∈ [0.5, 1): a = 1.m·2^(e−1)
+  int exponent = e - 1;
+  double m = std::nearbyint(std::ldexp(a, 3 - exponent));  // 8 … 16
+  if (m == 16.0) {
+    m = 8.0;
+    ++exponent;
+  }
+  return static_cast<uint8_t>(sign | ((exponent + 7) << 3) | (static_cast<int>(m) - 8));
+}
+
+float e4m3_decode(uint8_t code) {
+  const int e = (code >> 3) & 0xF, m = code & 7;
+  const float sign = (code & 0x80) != 0 ? -1.0f : 1.0f;
+  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);
+}
+
+bool fp8_fits_store(DType store_dtype) {
+  return store_dtype == DType::BF16 || store_dtype == DType::F32;
+}
+
+int64_t fp8_floats(int rows, int cols) {
+  return int64_t(rows) + (int64_t(rows) * cols + 1) / 2;
+}
+
+namespace {
+// The smallest row exponent e whose scale 2^e maps the row's largest magnitude below 240.
+int fp8_row_exponent(double amax) {
+  if (amax == 0) return 0;
+  int e = 0;
+  std::frexp(amax / kFp8RowMax, &e);  // amax / 240 < 2^e
+  return e;
+}
+constexpr int kFp8MinExponent = -200, kFp8MaxExponent = 200;  // past float's range either way
+}  // namespace
+
+bool fp8_encode_matrix(const float* x, int rows, int cols, float* out) {
+  const size_t n = size_t(rows) * cols;
+  std::vector<uint8_t> codes(n + 1, 0);
+  for (int r = 0; r < rows; ++r) {
+    double amax = 0;
+    const float* row = x + size_t(r) * cols;
+    for (int c = 0; c < cols; ++c) {
+      if (!std::isfinite(row[c])) return false;
+      amax = std::max(amax, std::fabs(double(row[c])));
+    }
+    const int e = fp8_row_exponent(amax);
+    out[r] = static_cast<float>(e);
+    for (int c = 0; c < cols; ++c)
+      codes[size_t(r) * cols + c] = e4m3_encode(std::ldexp(double(row[c]), -e));
+  }
+  float* pairs = out + rows;
+  for (size_t i = 0; i < n; i += 2)
+    pairs[i / 2] = store::bf16_to_f32(static_cast<uint16_t>((codes[i] << 8) | codes[i + 1]));
+  return true;
+}
+
+std::string fp8_decode_matrix(const float* packed, int rows, int cols, float* x) {
+  const size_t n = size_t(rows) * cols;
+  const float* pairs = packed + rows;
+  for (int r = 0; r < rows; ++r) {
+    const float e = packed[r];
+    if (!(e == std::floor(e) && e >= kFp8MinExponent && e <= kFp8MaxExponent))
+      return "an fp8 row exponent is " + std::to_string(e);
+    for (int c = 0; c < cols; ++c) {
+      const size_t i = size_t(r) * cols + c;
+      uint32_t bits = 0;
+      std::memcpy(&bits, &pairs[i / 2], sizeof bits);
+      if ((bits & 0xFFFFu) != 0 || (i == n - 1 && i % 2 == 0 && ((bits >> 16) & 0xFFu) != 0))
+        return "an fp8 pair is not a pair of codes";
+      const uint8_t code = static_cast<uint8_t>(i % 2 == 0 ? bits >> 24 : bits >> 16);
+      if ((code & 0x7F) > 0x77) return "an fp8 code lies past the row's scale";
+      x[i] = static_cast<float>(std::ldexp(double(e4m3_decode(code)), static_cast<int>(e)));
+    }
+  }
+  return "";
 }
 
 bool svd_uses_lapack() {
@@ -146,7 +240,8 @@ void svd(int n, const float* a, std::vector<float>& sigma, std::vector<float>& u
 #endif
 }
 
-HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<float>& payload) {
+HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<float>& payload,
+                            bool fp8) {
   HYPIC_REQUIRE(std::isfinite(tol) && tol >= 0,
                 "entry tolerance must be a finite number >= 0, not " + std::to_string(tol));
   HeadChoice c;
@@ -223,7 +318,27 @@ HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<floa
   const double tau = sv(0);
   if (structured(tau)) return c;
   const int max_rank = std::min(lowrank_max_tokens(dk), 256);
+  // fp8 is tried where it is smaller than the low rank left to try: its error is measured.
+  const int64_t fp8_size = head_form_floats(HeadForm::Fp8, dk, 0);
+  bool fp8_tried = !fp8;
+  auto try_fp8 = [&] {
+    fp8_tried = true;
+    std::vector<float> q(static_cast<size_t>(fp8_size)), back(dd);
+    if (!fp8_encode_matrix(t, dk, dk, q.data())) return false;
+    fp8_decode_matrix(q.data(), dk, dk, back.data());
+    double err = 0;
+    for (size_t i = 0; i < dd; ++i) {
+      const double dlt = double(t[i]) - back[i];
+      err += dlt * dlt;
+    }
+    err = std::sqrt(err);
+    if (amplified(err, tau) > tol) return false;
+    pick(HeadForm::Fp8, 0, err, tau);
+    payload = std::move(q);
+    return true;
+  };
   for (int k = 1; k <= max_rank; ++k) {
+    if (!fp8_tried && head_form_floats(HeadForm::LowRank, dk, k) >= fp8_size && try_fp8()) return c;
     if (amplified(sv(k), tau) > tol) continue;
     pick(HeadForm::LowRank, k, sv(k), tau);
     // T̂ = T_k = Σ_{i<k} σ_i u_i v_iᵀ, kept as diag(0) − XᵀY with X's rows −σ_i·u_i and Y's
@@ -238,6 +353,7 @@ HeadChoice choose_head_form(const float* t, int dk, double tol, std::vector<floa
       }
     return c;
   }
+  if (!fp8_tried && try_fp8()) return c;
   keep_dense();
   c.t_norm = tau;
   return c;
@@ -248,20 +364,115 @@ bool PackedT::all_dense() const {
                      [](const HeadChoice& c) { return c.form == HeadForm::Dense; });
 }
 
-PackedT pack_t(const LinearSummary& dense, double tolerance) {
+int64_t head_s_floats(bool fp8, int dk, int dv) {
+  return fp8 ? fp8_floats(dk, dv) : int64_t(dk) * dv;
+}
+
+PackedT pack_t(const LinearSummary& dense, double tolerance, bool fp8) {
   HYPIC_REQUIRE(dense.structure == TStructure::Dense, "pack_t: T must be dense");
-  const int H = dense.heads, dk = dense.dk;
+  const int H = dense.heads, dk = dense.dk, dv = dense.dv;
   PackedT p;
   p.forms.resize(size_t(H) * 2);
   p.choices.resize(H);
-  std::vector<float> payload;
+  std::vector<float> payload, payload_fp8_s, s_q;
+  std::vector<std::vector<float>> s_payloads(H);
+  std::vector<float> s_back(size_t(dk) * dv);
+  bool any_s_fp8 = false;
   for (int h = 0; h < H; ++h) {
-    p.choices[h] = choose_head_form(dense.t.data() + size_t(dk) * dk * h, dk, tolerance, payload);
-    p.forms[size_t(h) * 2] = static_cast<float>(static_cast<int>(p.choices[h].form));
-    p.forms[size_t(h) * 2 + 1] = static_cast<float>(p.choices[h].rank);
+    const float* t = dense.t.data() + size_t(dk) * dk * h;
+    HeadChoice c = choose_head_form(t, dk, tolerance, payload, fp8);
+    // S(C|0) in fp8 when its measured error leaves room for a T form, and the pair is smaller.
+    if (fp8 && tolerance > 0 && dense.s.size() == size_t(H) * dk * dv) {
+      const float* s = dense.s.data() + size_t(dk) * dv * h;
+      s_q.assign(static_cast<size_t>(fp8_floats(dk, dv)), 0.0f);
+      if (fp8_encode_matrix(s, dk, dv, s_q.data())) {
+        fp8_decode_matrix(s_q.data(), dk, dv, s_back.data());
+        double err = 0, norm = 0;
+        for (size_t i = 0; i < s_back.size(); ++i) {
+          const double dlt = double(s[i]) - s_back[i];
+          err += dlt * dlt;
+          norm += double(s[i]) * s[i];
+        }
+        const double eps_s = norm > 0 ? std::sqrt(err / norm) : 0.0;
+        if (eps_s <= tolerance) {
+          std::vector<float> alt_payload;
+          HeadChoice alt = eps_s < tolerance
+                               ? choose_head_form(t, dk, tolerance - eps_s, alt_payload, fp8)
+                               : choose_head_form(t, dk, 0.0, alt_payload, fp8);
+          const int64_t full = head_form_floats(c.form, dk, c.rank) + head_s_floats(false, dk, dv);
+          const int64_t with_fp8 =
+              head_form_floats(alt.form, dk, alt.rank) + head_s_floats(true, dk, dv);
+          if (with_fp8 < full) {
+            c = alt;
+            c.s_fp8 = true;
+            c.s_error = eps_s;
+            c.bound += eps_s;
+            payload = std::move(alt_payload);
+            s_payloads[h] = s_q;
+            any_s_fp8 = true;
+          }
+        }
+      }
+    }
+    p.choices[h] = c;
+    p.forms[size_t(h) * 2] = static_cast<float>(static_cast<int>(c.form));
+    p.forms[size_t(h) * 2 + 1] =
+        static_cast<float>(c.form == HeadForm::Fp8 ? kFp8PackBf16 : c.rank);
     p.packed.insert(p.packed.end(), payload.begin(), payload.end());
   }
+  if (any_s_fp8) {
+    p.s_forms.resize(size_t(H) * 4);
+    for (int h = 0; h < H; ++h) {
+      const bool q = p.choices[h].s_fp8;
+      p.s_forms[size_t(h) * 4] = q ? 1.0f : 0.0f;
+      p.s_forms[size_t(h) * 4 + 1] = q ? static_cast<float>(kFp8PackBf16) : 0.0f;
+      p.s_forms[size_t(h) * 4 + 2] = static_cast<float>(dk);
+      p.s_forms[size_t(h) * 4 + 3] = static_cast<float>(dv);
+      if (q) {
+        p.s_packed.insert(p.s_packed.end(), s_payloads[h].begin(), s_payloads[h].end());
+      } else {
+        const float* s = dense.s.data() + size_t(dk) * dv * h;
+        p.s_packed.insert(p.s_packed.end(), s, s + size_t(dk) * dv);
+      }
+    }
+  }
   return p;
+}
+
+std::string unpack_s(const std::vector<float>& forms, const std::vector<float>& packed,
+                     LinearSummary& sum) {
+  const int H = sum.heads, dk = sum.dk, dv = sum.dv;
+  if (forms.size() != size_t(H) * 4)
+    return "Sform holds " + std::to_string(forms.size()) + " values, not 4 per head (" +
+           std::to_string(4 * H) + ")";
+  int64_t total = 0;
+  for (int h = 0; h < H; ++h) {
+    const float* f = forms.data() + size_t(h) * 4;
+    const bool ok_form = (f[0] == 0 && f[1] == 0) || (f[0] == 1 && f[1] == kFp8PackBf16);
+    if (!ok_form || f[2] != static_cast<float>(dk) || f[3] != static_cast<float>(dv))
+      return "head " + std::to_string(h) + "'s S form (" + std::to_string(f[0]) + ", " +
+             std::to_string(f[1]) + ", " + std::to_string(f[2]) + ", " + std::to_string(f[3]) +
+             ") is not (0, 0, dk, dv) or (1, " + std::to_string(kFp8PackBf16) +
+             ", dk, dv) with dk " + std::to_string(dk) + ", dv " + std::to_string(dv);
+    total += head_s_floats(f[0] == 1, dk, dv);
+  }
+  if (total != static_cast<int64_t>(packed.size()))
+    return "Spack holds " + std::to_string(packed.size()) + " values, the forms need " +
+           std::to_string(total);
+  sum.s.assign(size_t(H) * dk * dv, 0.0f);
+  const float* p = packed.data();
+  for (int h = 0; h < H; ++h) {
+    const bool q = forms[size_t(h) * 4] == 1;
+    float* s = sum.s.data() + size_t(dk) * dv * h;
+    if (q) {
+      const std::string problem = fp8_decode_matrix(p, dk, dv, s);
+      if (!problem.empty()) return "head " + std::to_string(h) + "'s S: " + problem;
+    } else {
+      std::copy(p, p + size_t(dk) * dv, s);
+    }
+    p += head_s_floats(q, dk, dv);
+  }
+  return "";
 }
 
 std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& packed,
@@ -280,14 +491,14 @@ std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& 
     if (!(code >= 0 && code < kHeadForms && code == std::floor(code)))
       return "head " + std::to_string(h) + " has no form code " + std::to_string(code);
     f[h] = static_cast<HeadForm>(static_cast<int>(code));
-    const bool lowrank = f[h] == HeadForm::LowRank;
+    const bool lowrank = f[h] == HeadForm::LowRank, q = f[h] == HeadForm::Fp8;
     if (!(rk == std::floor(rk)) || (lowrank && !(rk >= 1 && rk <= lowrank_max_tokens(dk))) ||
-        (!lowrank && rk != 0))
+        (q && rk != kFp8PackBf16) || (!lowrank && !q && rk != 0))
       return "head " + std::to_string(h) + " (" + head_form_name(f[h]) + ") has rank " +
              std::to_string(rk);
     rank[h] = lowrank ? static_cast<int>(rk) : 0;
     max_rank = std::max(max_rank, rank[h]);
-    any_dense |= f[h] == HeadForm::Dense;
+    any_dense |= f[h] == HeadForm::Dense || q;
     any_diag |= f[h] == HeadForm::Diagonal || lowrank;
     total += head_form_floats(f[h], dk, rank[h]);
   }
@@ -338,6 +549,11 @@ std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& 
         case HeadForm::Dense:
           std::memcpy(t, p, sizeof(float) * size_t(n));
           break;
+        case HeadForm::Fp8: {
+          const std::string problem = fp8_decode_matrix(p, dk, dk, t);
+          if (!problem.empty()) return "head " + std::to_string(h) + "'s T: " + problem;
+          break;
+        }
       }
     } else {  // Diagonal or LowRank: d per head, then the factors' rows (zero past the rank)
       float* d = sum.t.data() + size_t(dk) * h;
@@ -354,15 +570,85 @@ std::string unpack_t(const std::vector<float>& forms, const std::vector<float>& 
   return "";
 }
 
+std::string compose_packed(const std::vector<float>& forms, const std::vector<float>& packed,
+                           int heads, int dk, int dv, const float* s0, float* state) {
+  if (forms.size() != size_t(heads) * 2)
+    return "Tform holds " + std::to_string(forms.size()) + " values, not 2 per head";
+  const size_t hs = size_t(dk) * dv;
+  std::vector<float> scratch, out(hs);
+  const float* p = packed.data();
+  const float* end = packed.data() + packed.size();
+  for (int h = 0; h < heads; ++h) {
+    const float code = forms[size_t(h) * 2], rk = forms[size_t(h) * 2 + 1];
+    if (!(code >= 0 && code < kHeadForms && code == std::floor(code)))
+      return "head " + std::to_string(h) + " has no form code " + std::to_string(code);
+    const HeadForm f = static_cast<HeadForm>(static_cast<int>(code));
+    const int rank = f == HeadForm::LowRank ? static_cast<int>(rk) : 0;
+    if (f == HeadForm::LowRank && !(rank >= 1 && rank <= lowrank_max_tokens(dk)))
+      return "head " + std::to_string(h) + " (lowrank) has rank " + std::to_string(rk);
+    const int64_t n = head_form_floats(f, dk, rank);
+    if (end - p < n) return "Tpack is shorter than its forms";
+    float* x = state + hs * h;
+    const float* add = s0 + hs * h;
+    switch (f) {
+      case HeadForm::Absent:
+        std::copy(add, add + hs, x);
+        break;
+      case HeadForm::Scalar:
+        for (size_t i = 0; i < hs; ++i) x[i] = p[0] * x[i] + add[i];
+        break;
+      case HeadForm::Diagonal:
+        for (int r = 0; r < dk; ++r)
+          for (int c = 0; c < dv; ++c) {
+            const size_t i = size_t(r) * dv + c;
+            x[i] = p[r] * x[i] + add[i];
+          }
+        break;
+      case HeadForm::LowRank: {  // d ⊙ x − Xᵀ·(Y·x): Y·x is rank × dv
+        const float* fx = p + dk;
+        const float* fy = fx + size_t(rank) * dk;
+        scratch.assign(size_t(rank) * dv, 0.0f);
+        kernels::gemm(false, false, rank, dv, dk, 1.0f, fy, dk, x, dv, 0.0f, scratch.data(), dv);
+        for (int r = 0; r < dk; ++r)
+          for (int c = 0; c < dv; ++c) out[size_t(r) * dv + c] = p[r] * x[size_t(r) * dv + c];
+        kernels::gemm(true, false, dk, dv, rank, -1.0f, fx, dk, scratch.data(), dv, 1.0f,
+                      out.data(), dv);
+        for (size_t i = 0; i < hs; ++i) x[i] = out[i] + add[i];
+        break;
+      }
+      case HeadForm::Dense:
+      case HeadForm::Fp8: {
+        const float* t = p;
+        if (f == HeadForm::Fp8) {
+          scratch.assign(size_t(dk) * dk, 0.0f);
+          const std::string problem = fp8_decode_matrix(p, dk, dk, scratch.data());
+          if (!problem.empty()) return "head " + std::to_string(h) + "'s T: " + problem;
+          t = scratch.data();
+        }
+        kernels::gemm(false, false, dk, dv, dk, 1.0f, t, dk, x, dv, 0.0f, out.data(), dv);
+        for (size_t i = 0; i < hs; ++i) x[i] = out[i] + add[i];
+        break;
+      }
+    }
+    p += n;
+  }
+  if (p != end) return "Tpack is longer than its forms";
+  return "";
+}
+
 int64_t PackedT::head_floats(int h, int dk) const {
   return head_form_floats(choices[h].form, dk, choices[h].rank);
 }
 
-void tally(const PackedT& p, int dk, FormTally& into) {
+void tally(const PackedT& p, int dk, FormTally& into, int dv) {
   for (size_t h = 0; h < p.choices.size(); ++h) {
     const int f = static_cast<int>(p.choices[h].form);
     into.heads[f] += 1;
     into.floats[f] += p.head_floats(static_cast<int>(h), dk);
+    if (dv <= 0) continue;
+    const bool q = p.choices[h].s_fp8;
+    (q ? into.s_fp8_heads : into.s_full_heads) += 1;
+    (q ? into.s_fp8_floats : into.s_full_floats) += head_s_floats(q, dk, dv);
   }
 }
 

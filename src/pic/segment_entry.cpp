@@ -55,6 +55,13 @@ void add_packed_t(const LinearLayerEntry& l, store::Entry& out) {
     out.arrays.emplace(linear_name(l.layer, "Tpack"),
                        Tensor::from_vector({static_cast<int64_t>(l.t_packed.size())}, l.t_packed));
 }
+// The same for S(C|0) with heads in fp8.
+void add_packed_s(const LinearLayerEntry& l, store::Entry& out) {
+  const int64_t H = l.summary.heads;
+  out.arrays.emplace(linear_name(l.layer, "Sform"), Tensor::from_vector({H, 4}, l.s_forms));
+  out.arrays.emplace(linear_name(l.layer, "Spack"),
+                     Tensor::from_vector({static_cast<int64_t>(l.s_packed.size())}, l.s_packed));
+}
 
 }  // namespace
 
@@ -63,25 +70,51 @@ size_t SegmentEntry::bytes() const {
   for (const LinearLayerEntry& l : linear)
     total += (l.summary.t.size() + l.summary.x.size() + l.summary.y.size() + l.summary.s.size()) *
                  sizeof(float) +
-             (l.t_forms.size() + l.t_packed.size()) * sizeof(float) + l.conv.bytes() +
-             l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() + l.device.s.bytes();
+             (l.t_forms.size() + l.t_packed.size() + l.s_forms.size() + l.s_packed.size()) *
+                 sizeof(float) +
+             l.conv.bytes() + l.device.t.bytes() + l.device.x.bytes() + l.device.y.bytes() +
+             l.device.s.bytes();
   for (const AttentionLayerEntry& a : attention) total += a.k.bytes() + a.v.bytes();
   return total;
 }
 
-void choose_entry_forms(SegmentEntry& entry, double tolerance, FormTally* tally) {
+void choose_entry_forms(SegmentEntry& entry, double tolerance, DType store_dtype,
+                        FormTally* tally) {
   HYPIC_REQUIRE(!entry.resident(), "per-head forms of T are chosen for host entries");
+  const bool fp8 = fp8_fits_store(store_dtype);
   for (LinearLayerEntry& l : entry.linear) {
     LinearSummary& s = l.summary;
-    if (s.structure != TStructure::Dense || !l.t_forms.empty()) continue;
-    PackedT p = pack_t(s, tolerance);
-    if (tally != nullptr) pic::tally(p, s.dk, *tally);
+    if (s.structure != TStructure::Dense || !l.t_forms.empty() || !l.s_forms.empty()) continue;
+    PackedT p = pack_t(s, tolerance, fp8);
+    if (tally != nullptr) pic::tally(p, s.dk, *tally, s.dv);
+    if (!p.s_forms.empty()) {
+      const std::string problem = unpack_s(p.s_forms, p.s_packed, s);
+      HYPIC_REQUIRE(problem.empty(), "choose_entry_forms: " + problem);
+      l.s_forms = std::move(p.s_forms);
+      l.s_packed = std::move(p.s_packed);
+    }
     if (p.all_dense()) continue;
     const std::string problem = unpack_t(p.forms, p.packed, s);
     HYPIC_REQUIRE(problem.empty(), "choose_entry_forms: " + problem);
     l.t_forms = std::move(p.forms);
     l.t_packed = std::move(p.packed);
   }
+}
+
+std::string fp8_store_problem(const store::Entry& entry, DType dtype) {
+  if (fp8_fits_store(dtype)) return "";
+  for (const auto& [name, t] : entry.arrays) {
+    const bool tform = name.size() > 6 && name.compare(name.size() - 6, 6, "/Tform") == 0;
+    const bool sform = name.size() > 6 && name.compare(name.size() - 6, 6, "/Sform") == 0;
+    if (!tform && !sform) continue;
+    const int64_t width = tform ? 2 : 4;
+    const float fp8_code = tform ? static_cast<float>(HeadForm::Fp8) : 1.0f;
+    for (int64_t i = 0; i < t.numel(); i += width)
+      if (t.data()[i] == fp8_code)
+        return "segment entry array " + name + " holds fp8 forms, which a " + dtype_name(dtype) +
+               " store cannot keep";
+  }
+  return "";
 }
 
 TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int dk) {
@@ -310,10 +343,14 @@ store::Entry take_arrays(SegmentEntry&& entry) {
   const bool resident = entry.resident();
   for (LinearLayerEntry& l : entry.linear) {
     LinearSummary& s = l.summary;
-    Tensor st = resident ? std::move(l.device.s)
-                         : Tensor::from_vector({s.heads, s.dk, s.dv}, std::move(s.s));
-    st.reshape({s.heads, s.dk, s.dv});
-    out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    if (!l.s_forms.empty()) {  // S with heads in fp8 (host entries only)
+      add_packed_s(l, out);
+    } else {
+      Tensor st = resident ? std::move(l.device.s)
+                           : Tensor::from_vector({s.heads, s.dk, s.dv}, std::move(s.s));
+      st.reshape({s.heads, s.dk, s.dv});
+      out.arrays.emplace(linear_name(l.layer, "S"), std::move(st));
+    }
     if (!l.t_forms.empty()) {  // per-head forms (host entries only)
       add_packed_t(l, out);
       if (l.conv.rank() > 0) out.arrays.emplace(linear_name(l.layer, "conv"), std::move(l.conv));
@@ -346,7 +383,11 @@ store::Entry to_store_entry(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "S"), Tensor::from_vector({s.heads, s.dk, s.dv}, s.s));
+    if (!l.s_forms.empty())
+      add_packed_s(l, out);
+    else
+      out.arrays.emplace(linear_name(l.layer, "S"),
+                         Tensor::from_vector({s.heads, s.dk, s.dv}, s.s));
     if (!l.t_forms.empty()) {
       add_packed_t(l, out);
     } else {
@@ -372,8 +413,16 @@ store::EntryView store_view(const SegmentEntry& entry) {
   out.n_tokens = entry.n_tokens;
   for (const LinearLayerEntry& l : entry.linear) {
     const LinearSummary& s = l.summary;
-    out.arrays.emplace(linear_name(l.layer, "S"),
-                       store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    if (!l.s_forms.empty()) {
+      out.arrays.emplace(linear_name(l.layer, "Sform"),
+                         store::ArrayView{{s.heads, 4}, l.s_forms.data()});
+      out.arrays.emplace(
+          linear_name(l.layer, "Spack"),
+          store::ArrayView{{static_cast<int64_t>(l.s_packed.size())}, l.s_packed.data()});
+    } else {
+      out.arrays.emplace(linear_name(l.layer, "S"),
+                         store::ArrayView{{s.heads, s.dk, s.dv}, s.s.data()});
+    }
     if (!l.t_forms.empty()) {
       out.arrays.emplace(linear_name(l.layer, "Tform"),
                          store::ArrayView{{s.heads, 2}, l.t_forms.data()});
@@ -423,6 +472,32 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
       device = std::move(t);
     }
   };
+  auto host_values = [](Tensor t) {
+    return t.device() == Device::Host ? t.take_vector() : t.to(Device::Host).take_vector();
+  };
+  // S(C|0): the array S, or Sform / Spack (heads in fp8, decoded on the host).
+  auto read_s = [&](int l, LinearLayerEntry& le) {
+    LinearSummary& s = le.summary;
+    if (stored.arrays.count(linear_name(l, "Sform")) == 0) {
+      vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
+      return;
+    }
+    le.s_forms = host_values(take(stored, linear_name(l, "Sform"), {Hv, 4}));
+    const auto pk = stored.arrays.find(linear_name(l, "Spack"));
+    HYPIC_REQUIRE(pk != stored.arrays.end(),
+                  "segment entry lacks array " + linear_name(l, "Spack"));
+    HYPIC_REQUIRE(pk->second.rank() == 1, "segment entry array " + pk->first + " has shape " +
+                                              pk->second.shape_str() + ", not one dimension");
+    le.s_packed = host_values(std::move(pk->second));
+    stored.arrays.erase(pk);
+    const std::string problem = unpack_s(le.s_forms, le.s_packed, s);
+    HYPIC_REQUIRE(problem.empty(), "segment entry layer " + std::to_string(l) + ": " + problem);
+    if (entry.where != Device::Host) {
+      le.device.s =
+          Tensor::from_vector({static_cast<int64_t>(s.s.size())}, std::move(s.s)).to(entry.where);
+      s.s.clear();
+    }
+  };
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const model::LayerKind kind = cfg.layer_types.at(static_cast<size_t>(l));
     if (model::is_linear_kind(kind)) {
@@ -441,9 +516,6 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
         s.dk = static_cast<int>(dk);
         s.dv = static_cast<int>(dv);
         s.tokens = n - w;
-        auto host_values = [](Tensor t) {
-          return t.device() == Device::Host ? t.take_vector() : t.to(Device::Host).take_vector();
-        };
         le.t_forms = host_values(take(stored, linear_name(l, "Tform"), {Hv, 2}));
         const auto pk = stored.arrays.find(linear_name(l, "Tpack"));
         if (pk != stored.arrays.end()) {
@@ -465,7 +537,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
           up(s.x, le.device.x);
           up(s.y, le.device.y);
         }
-        vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
+        read_s(l, le);
         le.conv = take(stored, linear_name(l, "conv"),
                        {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
         entry.linear.push_back(std::move(le));
@@ -482,7 +554,7 @@ SegmentEntry from_store_entry(store::Entry&& stored, const model::ModelConfig& c
         vector_or_device(take(stored, linear_name(l, "X"), xy_shape(s)), s.x, le.device.x);
         vector_or_device(take(stored, linear_name(l, "Y"), xy_shape(s)), s.y, le.device.y);
       }
-      vector_or_device(take(stored, linear_name(l, "S"), {Hv, dk, dv}), s.s, le.device.s);
+      read_s(l, le);
       if (!scalar)
         le.conv = take(stored, linear_name(l, "conv"),
                        {cfg.linear_conv_kernel_dim - 1, cfg.linear_conv_dim()});
@@ -529,14 +601,20 @@ void round_to_dtype(SegmentEntry& entry, DType dtype, const kernels::Backend* be
       round(l.t_packed.data(), l.t_packed.size());
       const std::string problem = unpack_t(l.t_forms, l.t_packed, l.summary);
       HYPIC_REQUIRE(problem.empty(), "round_to_dtype: " + problem);
-      round(l.summary.s.data(), l.summary.s.size());
-      if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
-      continue;
+    } else {
+      round(l.summary.t.data(), l.summary.t.size());
+      if (!l.summary.x.empty()) round(l.summary.x.data(), l.summary.x.size());
+      if (!l.summary.y.empty()) round(l.summary.y.data(), l.summary.y.size());
     }
-    round(l.summary.t.data(), l.summary.t.size());
-    if (!l.summary.x.empty()) round(l.summary.x.data(), l.summary.x.size());
-    if (!l.summary.y.empty()) round(l.summary.y.data(), l.summary.y.size());
-    round(l.summary.s.data(), l.summary.s.size());
+    if (!l.s_forms.empty()) {  // fp8 codes must survive the store's rounding bit for bit
+      HYPIC_REQUIRE(fp8_fits_store(dtype), std::string("an entry with fp8 forms cannot be ") +
+                                               "stored as " + dtype_name(dtype));
+      round(l.s_packed.data(), l.s_packed.size());
+      const std::string problem = unpack_s(l.s_forms, l.s_packed, l.summary);
+      HYPIC_REQUIRE(problem.empty(), "round_to_dtype: " + problem);
+    } else {
+      round(l.summary.s.data(), l.summary.s.size());
+    }
     if (l.conv.rank() > 0) round(l.conv.data(), static_cast<size_t>(l.conv.numel()));
   }
   for (AttentionLayerEntry& a : entry.attention) {

@@ -34,6 +34,9 @@ struct LinearLayerEntry {
   // T in its chosen per-head forms (entry_forms.hpp; empty: T as `summary` holds it). When
   // set, the store keeps these instead of T, and `summary` holds their unpacked form.
   std::vector<float> t_forms, t_packed;
+  // S(C|0) with some heads in fp8 (entry_forms.hpp; empty: S as `summary` holds it): the store
+  // keeps these instead of S, and `summary.s` holds their decoded values.
+  std::vector<float> s_forms, s_packed;
 };
 
 struct AttentionLayerEntry {
@@ -68,8 +71,13 @@ TStructure entry_t_structure(model::LayerKind kind, int64_t cached_tokens, int d
 // Replaces every dense T of a host entry by its per-head forms chosen at `tolerance`
 // (entry_forms.hpp): the summary then holds the approximation, t_forms / t_packed what the
 // store keeps. A layer whose heads all stay dense is left as it is, so tolerance 0 changes
-// nothing. `tally` (nullable) receives the forms' counts and floats.
-void choose_entry_forms(SegmentEntry& entry, double tolerance, FormTally* tally = nullptr);
+// nothing. fp8 forms of T and S are candidates where the store's dtype keeps them
+// (fp8_fits_store: bf16, f32). `tally` (nullable) receives the forms' counts and floats.
+void choose_entry_forms(SegmentEntry& entry, double tolerance, DType store_dtype,
+                        FormTally* tally = nullptr);
+// "" or why a store of `dtype` cannot keep this entry's arrays: fp8 forms (Tform rows of form
+// 5, Sform rows of form 1) in a store whose rounding would change their codes (f16).
+std::string fp8_store_problem(const store::Entry& entry, DType dtype);
 
 // Computes the entry of `tokens` with a junction window of w tokens (0 ≤ w < n), from an
 // empty cache: prefill c_0 … c_{w−1}, keep each linear layer's state S_w, prefill the rest

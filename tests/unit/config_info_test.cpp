@@ -57,6 +57,11 @@ TEST(ConfigInfo, Qwen35MoeMatchesThePublishedCount) {
   // 30 linear layers x (T 32x128x128 + S 32x128x128 + conv 3 x 8192) x bf16
   EXPECT_EQ(s.entry_fixed_bytes, 30u * (2 * 32 * 128 * 128 + 3 * 8192) * 2);
   EXPECT_EQ(s.entry_lowrank_max_tokens, 0);  // Gated DeltaNet entries keep T dense
+  // Per-head forms' ends (docs/entry-forms.md): T and S 32x128x128 each; S in fp8 128 row
+  // exponents + 128x128/2 code pairs per head.
+  EXPECT_EQ(s.entry_t_bytes, 30u * 32 * 128 * 128 * 2);
+  EXPECT_EQ(s.entry_s_bytes, 30u * 32 * 128 * 128 * 2);
+  EXPECT_EQ(s.entry_s_fp8_bytes, 30u * 32 * (128 + 128 * 128 / 2) * 2);
 }
 
 // Kimi-Linear-48B-A3B-Instruct: the published checkpoint's tensors add up to 49,122,681,728
@@ -171,6 +176,13 @@ TEST(ConfigInfo, ModelInfoConfigCommand) {
   EXPECT_NE(r.out.find("qwen3_5_moe"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("40 (30 Gated DeltaNet, 10 gated attention)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kv cache     : 20480 bytes per token"), std::string::npos) << r.out;
+  // 30 x 2146304 + 504 x 20480 today; T absent + S fp8: 30 x (532480 + 49152) + K/V; a
+  // pure-attention model of the shape: 40 layers x 2048 bytes per token x 504.
+  EXPECT_NE(r.out.find("T dense 74711040 bytes (today); T absent 43253760 (0.579); T absent + S "
+                       "fp8 27770880 (0.372"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(40 layers of K/V) keeps 41287680 bytes"), std::string::npos) << r.out;
   r = cli_test::run_hypic(dir,
                           "model info --config " + kConfigs + "/kimi-linear-48b-a3b-instruct.json");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -189,4 +189,30 @@ TEST_F(ShardWritersCli, WritersRank0KeepsTheSingleWriter) {
   EXPECT_NE(r.err.find("--writers"), std::string::npos) << r.err;
 }
 
+// Workers choose the entries' forms for --dtype (they never see the store); fp8 forms cannot
+// live in an existing f16 store, so rank 0 stops with one line naming the dtype to rerun with,
+// and the store keeps what it had (issue #47, docs/entry-forms.md).
+TEST_F(ShardWritersCli, Fp8FormsForAnF16StoreAreRefused) {
+  const std::string store = p("f16.h5");
+  {
+    std::ifstream all(dir_ / "corpus.jsonl");
+    std::string first;
+    std::getline(all, first);
+    std::ofstream one(dir_ / "one.jsonl");
+    one << first << "\n";
+  }
+  CliRun r = hypic("warmup " + model_arg() + " --corpus " + p("one.jsonl") + " --store " + store +
+                   " --dtype f16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = mpirun3(warmup(store) + " --writers rank0 --entry-tolerance 0.5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("holds fp8 forms, which a f16 store cannot keep; rerun with --dtype f16"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(SegmentStore::open_any(store, OpenMode::kRead).size(), 1u);
+  r = mpirun3(warmup(store) + " --writers rank0 --entry-tolerance 0.5 --dtype f16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SegmentStore::open_any(store, OpenMode::kRead).size(), static_cast<uint64_t>(kDocs));
+}
+
 }  // namespace
