@@ -142,6 +142,18 @@ void Backend::grouped_linear(const float* x, const Tensor* const* w, const int* 
   }
 }
 
+void Backend::linear_from(int first, const float* x, const Tensor& w, float* y, int m, int n, int k,
+                          bool accumulate) const {
+  (void)first;
+  linear(x, w, y, m, n, k, accumulate);
+}
+
+void Backend::grouped_linear_from(const int* first, const float* x, const Tensor* const* w,
+                                  const int* start, int groups, float* y, int n, int k) const {
+  (void)first;
+  grouped_linear(x, w, start, groups, y, n, k);
+}
+
 void Backend::gather_rows(const Tensor& table, const int32_t* ids, int n, float* out) const {
   check_weight(*this, table, "gather_rows");
   HYPIC_REQUIRE(table.rank() == 2, "gather_rows: the table has shape " + table.shape_str());

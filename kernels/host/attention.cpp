@@ -110,9 +110,12 @@ void attention_causal(const AttentionDims& d, const float* q, const float* k, co
   // Items are (kv head, block of bq queries), fixed by the shape: every item is the same work
   // at any thread count, so results do not depend on it.
   const int64_t item_work = int64_t(group) * bq * (past + d.T) * int64_t(hd) * 2;
-  host::parallel_for(int64_t(d.Hkv) * n_blocks, item_work, [&](int64_t item) {
-    const int g = static_cast<int>(item / n_blocks);
-    const int q0 = static_cast<int>(item % n_blocks) * bq;
+  // Blocks wholly before first_query are skipped; the others are the same items as ever.
+  const int skipped = std::min(n_blocks, std::max(0, d.first_query) / bq);
+  const int kept = n_blocks - skipped;
+  host::parallel_for(int64_t(d.Hkv) * kept, item_work, [&](int64_t item) {
+    const int g = static_cast<int>(item / kept);
+    const int q0 = static_cast<int>(skipped + item % kept) * bq;
     const int nq = std::min(bq, d.T - q0);
     const size_t rows = static_cast<size_t>(group) * nq;
     // Rows are query-major (row t·group + j: query q0 + t, head g·group + j), so the queries

@@ -70,15 +70,24 @@ GemmTiling linear_tiling(int m, int n, int k) {
 }
 
 namespace {
+// The tiles of t before the first one that holds row `first_row` (whole rows of tiles).
+int64_t tiles_before(const GemmTiling& t, int first_row) {
+  return first_row <= 0 ? 0 : int64_t(first_row / t.mb) * t.tn;
+}
+
 // C as the given tiles, each one single-threaded BLAS call over all of k: every element of C
-// is summed in the same order whichever thread runs its tile and however many there are.
+// is summed in the same order whichever thread runs its tile and however many there are. The
+// tiles that hold no row >= first_row are skipped (each kept tile is the same call as ever).
 void tiled_gemm(const GemmTiling& t, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  if (m == 0 || n == 0) return;
+                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                int first_row = 0) {
+  if (m == 0 || n == 0 || first_row >= m) return;
   threads();  // first use pins the BLAS to one thread
   const auto ta = trans_a ? CblasTrans : CblasNoTrans;
   const auto tb = trans_b ? CblasTrans : CblasNoTrans;
-  host::parallel_for(t.tiles(), int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
+  const int64_t skip = tiles_before(t, first_row);
+  host::parallel_for(t.tiles() - skip, int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
+    i += skip;
     const int r0 = static_cast<int>(i / t.tn) * t.mb, c0 = static_cast<int>(i % t.tn) * t.nb;
     const int rows = std::min(t.mb, m - r0), cols = std::min(t.nb, n - c0);
     const float* at = trans_a ? a + r0 : a + static_cast<size_t>(r0) * lda;
@@ -97,6 +106,12 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate) {
   tiled_gemm(linear_tiling(m, n, k), false, true, m, n, k, 1.0f, x, k, w, k,
              accumulate ? 1.0f : 0.0f, y, n);
+}
+
+void linear_from(int first_row, const float* x, const float* w, float* y, int m, int n, int k,
+                 bool accumulate) {
+  tiled_gemm(linear_tiling(m, n, k), false, true, m, n, k, 1.0f, x, k, w, k,
+             accumulate ? 1.0f : 0.0f, y, n, first_row);
 }
 
 namespace {
@@ -179,7 +194,13 @@ void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int 
 
 void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y, int m, int n,
                       int k, bool accumulate) {
-  if (m == 0 || n == 0) return;
+  linear_bf16_from(path, 0, x, w, y, m, n, k, accumulate);
+}
+
+void linear_bf16_from(Bf16Gemm path, int first_row, const float* x, const uint16_t* w, float* y,
+                      int m, int n, int k, bool accumulate) {
+  if (m == 0 || n == 0 || first_row >= m) return;
+  // The path of the whole product, whatever the rows kept: a row's numbers depend on it.
   if (path == Bf16Gemm::Auto) path = bf16_gemm_path(m, n, k);
   HYPIC_REQUIRE(path == Bf16Gemm::Convert || bf16_dot_available(),
                 std::string("bf16 product path ") + bf16_gemm_name(path) +
@@ -188,7 +209,9 @@ void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y
   const GemmTiling t = linear_tiling(m, n, k);
   const int terms = path == Bf16Gemm::Dot3 ? 3 : path == Bf16Gemm::Dot2 ? 2 : 1;
   const int kp = (k + 31) / 32 * 32;
-  host::parallel_for(t.tiles(), int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
+  const int64_t skip = tiles_before(t, first_row);
+  host::parallel_for(t.tiles() - skip, int64_t(t.mb) * t.nb * std::max(1, k), [&](int64_t i) {
+    i += skip;
     const int r0 = static_cast<int>(i / t.tn) * t.mb, c0 = static_cast<int>(i % t.tn) * t.nb;
     const int rows = std::min(t.mb, m - r0), cols = std::min(t.nb, n - c0);
     const float* xt = x + static_cast<size_t>(r0) * k;

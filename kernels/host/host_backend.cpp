@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "hypic/kernels/activation.hpp"
 #include "hypic/kernels/attention.hpp"
@@ -58,6 +59,35 @@ class HostBackend final : public Backend {
   void linear_bf16(const float* x, const uint16_t* w, float* y, int m, int n, int k,
                    bool accumulate) const override {
     kernels::linear_bf16(x, w, y, m, n, k, accumulate);
+  }
+
+  void linear_from(int first, const float* x, const Tensor& w, float* y, int m, int n, int k,
+                   bool accumulate) const override {
+    if (first <= 0) return Backend::linear(x, w, y, m, n, k, accumulate);
+    HYPIC_REQUIRE(
+        w.device() == Device::Host && (w.dtype() == DType::F32 || w.dtype() == DType::BF16),
+        "linear: the weight must be f32 or bf16 host memory");
+    HYPIC_REQUIRE(w.rank() == 2 && w.dim(1) == k && n <= w.dim(0),
+                  "linear: " + std::to_string(n) + " rows of " + std::to_string(k) +
+                      " columns do not fit a weight of shape " + w.shape_str());
+    if (w.dtype() == DType::BF16)
+      kernels::linear_bf16_from(Bf16Gemm::Auto, first, x, static_cast<const uint16_t*>(w.raw()), y,
+                                m, n, k, accumulate);
+    else
+      kernels::linear_from(first, x, static_cast<const float*>(w.raw()), y, m, n, k, accumulate);
+  }
+  void grouped_linear_from(const int* first, const float* x, const Tensor* const* w,
+                           const int* start, int groups, float* y, int n, int k) const override {
+    for (int e = 0; e < groups; ++e) {
+      const int rows = start[e + 1] - start[e];
+      HYPIC_REQUIRE(rows >= 0 && first[e] >= start[e] && first[e] <= start[e + 1],
+                    "grouped_linear: group starts must ascend and hold their first rows");
+      if (first[e] == start[e + 1]) continue;  // nothing of this group is needed
+      HYPIC_REQUIRE(w[e] != nullptr, "grouped_linear: a non-empty group without a weight");
+      const size_t r0 = static_cast<size_t>(start[e]);
+      linear_from(first[e] - start[e], x + r0 * static_cast<size_t>(k), *w[e],
+                  y + r0 * static_cast<size_t>(n), rows, n, k, false);
+    }
   }
 
   void copy_strided(const float* src, int src_ld, int offset, float* dst, int rows,

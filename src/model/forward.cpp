@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -49,6 +50,17 @@ void require_logits_fit(int64_t rows, int64_t vocab) {
   HYPIC_REQUIRE(bytes <= memory, "the logits of " + std::to_string(rows) + " tokens x " +
                                      std::to_string(vocab) + " vocabulary entries need " + buf +
                                      " of memory; give fewer tokens");
+}
+
+// HYPIC_LAST_LAYER_ALL_ROWS=1 runs the last layer over every row of a block, as before the
+// layer learnt to carry on only the rows read after it: for measurements (bench forward)
+// only, the rows read are the same bits either way (tested).
+bool last_layer_all_rows() {
+  static const bool all = [] {
+    const char* v = std::getenv("HYPIC_LAST_LAYER_ALL_ROWS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return all;
 }
 
 // MiniMax's residual from the normed stream, h ← alpha · xn + beta · layer(xn): before the
@@ -149,8 +161,17 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     spans[static_cast<size_t>(i)].pos0 = pos;
     pos += spans[static_cast<size_t>(i)].rows() + spliced[static_cast<size_t>(i)];
   }
+  // The last layer carries on only the rows read after it: the logit rows, and at least the
+  // last row (last_hidden). Every row when the residual stream is captured.
+  const int last_first =
+      capture_ != nullptr || last_layer_all_rows() ? 0 : T - std::max(1, std::min(T, logit_rows));
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(l)];
+    // A MoE layer's router sees every row: an expert's group is every token routed to it, and
+    // its size decides the group product's tiles, so the bits of the rows read. There the
+    // attention part and the norms run every row, and only the experts are cut down.
+    const int first_ffn = l + 1 == cfg_.num_hidden_layers ? last_first : 0;
+    const int first = lw.is_moe ? 0 : first_ffn;
     LayerCache& lc = cache.layers[static_cast<size_t>(l)];
     t0 = std::chrono::steady_clock::now();
     rms_norm(be, cfg_, h, lw.input_norm, xn, T, hidden);
@@ -167,38 +188,42 @@ void Model::run_spans(const int32_t* tokens, std::vector<Span>& spans,
     const AfterSpan* hook = splice != nullptr ? &after : nullptr;
     switch (lw.kind) {
       case LayerKind::Linear:
-        gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        gdn_layer(be, cfg_, lw.linear, xn, h, spans.data(), n_spans, lc, ws_, hook, first);
         break;
       case LayerKind::FullAttention:
         if (!lw.ring.qkv.empty())  // Ring-linear's softmax layers
-          ring_attention_layer(be, cfg_, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
+          ring_attention_layer(be, cfg_, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook,
+                               first);
         else
-          attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook);
+          attention_layer(be, cfg_, lw.attn, xn, h, spans.data(), n_spans, lc, ws_, hook, first);
         break;
       case LayerKind::Lightning:
-        lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        lightning_layer(be, cfg_, l, lw.lightning, xn, h, spans.data(), n_spans, lc, ws_, hook,
+                        first);
         break;
       case LayerKind::RingLinear:
-        ring_linear_layer(be, cfg_, l, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        ring_linear_layer(be, cfg_, l, lw.ring, xn, h, spans.data(), n_spans, lc, ws_, hook, first);
         break;
       case LayerKind::Kda:
-        kda_layer(be, cfg_, lw.kda, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        kda_layer(be, cfg_, lw.kda, xn, h, spans.data(), n_spans, lc, ws_, hook, first);
         break;
       case LayerKind::Mla:
-        mla_layer(be, cfg_, lw.mla, xn, h, spans.data(), n_spans, lc, ws_, hook);
+        mla_layer(be, cfg_, lw.mla, xn, h, spans.data(), n_spans, lc, ws_, hook, first);
         break;
     }
 
+    // From here on rows do not mix: the rows before `first` are left behind.
     t0 = std::chrono::steady_clock::now();
-    if (from_norm) residual_after(be, h, n, beta);
-    rms_norm(be, cfg_, h, lw.post_attn_norm, xn, T, hidden);
-    if (from_norm) residual_before(be, xn, h, n, cfg_.mlp_alpha, cfg_.mlp_beta);
+    const size_t f0 = static_cast<size_t>(first) * hidden, kept = n - f0;
+    if (from_norm) residual_after(be, h + f0, kept, beta);
+    rms_norm(be, cfg_, h + f0, lw.post_attn_norm, xn + f0, T - first, hidden);
+    if (from_norm) residual_before(be, xn + f0, h + f0, kept, cfg_.mlp_alpha, cfg_.mlp_beta);
     ws_.times.embed_norms += seconds_since(t0);
     if (lw.is_moe)
-      moe_layer(be, cfg_, lw.moe, xn, h, T, ws_);
+      moe_layer(be, cfg_, lw.moe, xn, h, T, ws_, first_ffn);
     else
-      mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_);
-    if (from_norm) residual_after(be, h, n, cfg_.mlp_beta);
+      mlp_layer(be, lw.mlp, xn, h, T, hidden, ws_, first);
+    if (from_norm) residual_after(be, h + f0, kept, cfg_.mlp_beta);
     capture(h, T);
   }
   cache.n_tokens = pos;

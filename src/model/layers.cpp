@@ -14,15 +14,17 @@ namespace hypic::model {
 namespace {
 constexpr int kDeltaRuleChunk = 64;  // tokens per chunk of the delta rule (Model::max_block)
 
-// y = down(silu(gate(x)) · up(x)) into y (accumulating when asked); uses slots kG, kH.
+// y = down(silu(gate(x)) · up(x)) into y (accumulating when asked) for the rows from `first`
+// on (earlier ones may get any values); uses slots kG, kH.
 void swiglu_mlp(const kernels::Backend& be, const MlpWeights& w, const float* x, float* y, int T,
-                int hidden, bool accumulate, Workspace& ws) {
+                int hidden, bool accumulate, Workspace& ws, int first = 0) {
   const int width = static_cast<int>(w.down.dim(1));
+  const size_t r0 = static_cast<size_t>(first);
   float* gate_up = ws.floats(Workspace::kG, static_cast<size_t>(T) * 2 * width);
   float* act = ws.floats(Workspace::kH, static_cast<size_t>(T) * width);
-  be.linear(x, w.gate_up, gate_up, T, 2 * width, hidden, false);
-  be.swiglu(gate_up, act, T, width);
-  be.linear(act, w.down, y, T, hidden, width, accumulate);
+  be.linear_from(first, x, w.gate_up, gate_up, T, 2 * width, hidden, false);
+  be.swiglu(gate_up + r0 * 2 * width, act + r0 * width, T - first, width);
+  be.linear_from(first, act, w.down, y, T, hidden, width, accumulate);
 }
 }  // namespace
 
@@ -132,7 +134,8 @@ void set_query_positions(const kernels::Backend& be, const std::vector<int>& pos
 
 void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
                        const float* v, float* attn, const Span* spans, int n_spans,
-                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap) {
+                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap,
+                       int first_out) {
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
   const int T = spans[n_spans - 1].end;
   const int rot = cfg.rotary_dim();
@@ -150,6 +153,7 @@ void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float
   // before it, spliced parts included, and its own span causally), none after.
   kernels::AttentionDims dims{T,  static_cast<int>(cache.kv_tokens()),     H, Hkv,
                               hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  dims.first_query = first_out;
   set_query_positions(be, positions, dims, ws);
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
   be.attention_causal(dims, q, f32(cache.k), f32(cache.v), attn, work);
@@ -164,7 +168,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
 
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const AfterSpan* after) {
+               Workspace& ws, const AfterSpan* after, int first_out) {
   const int hidden = cfg.hidden_size;
   const int Hk = cfg.linear_num_key_heads, Hv = cfg.linear_num_value_heads;
   const int dk = cfg.linear_key_head_dim, dv = cfg.linear_value_head_dim;
@@ -228,8 +232,9 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
   }
 
   float* normed = mixed;  // the projections are consumed
-  be.gated_rms_norm(core, z, f32(w.norm), normed, T * Hv, dv, eps);
-  be.linear(normed, w.out_proj, out, T, hidden, value_dim, /*accumulate=*/true);
+  const size_t f0 = static_cast<size_t>(first_out) * value_dim;
+  be.gated_rms_norm(core + f0, z + f0, f32(w.norm), normed + f0, (T - first_out) * Hv, dv, eps);
+  be.linear_from(first_out, normed, w.out_proj, out, T, hidden, value_dim, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 
@@ -242,7 +247,7 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
 
 void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                      const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-                     Workspace& ws, const AfterSpan* after) {
+                     Workspace& ws, const AfterSpan* after, int first_out) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
   const int T = spans[n_spans - 1].end;
@@ -268,10 +273,12 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
     rms_norm(be, cfg, k, w.k_norm, k, T * Hkv, hd);
   }
   lap.to(ws.times.attn_proj);
-  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap);
+  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap, first_out);
 
-  if (gated) be.sigmoid_gate(attn, qg + hd, T * H, hd, 2 * hd);
-  be.linear(attn, w.o_proj, out, T, hidden, H * hd, /*accumulate=*/true);
+  const size_t f0 = static_cast<size_t>(first_out) * H;  // the first needed (row, head)
+  if (gated)
+    be.sigmoid_gate(attn + f0 * hd, qg + f0 * 2 * hd + hd, (T - first_out) * H, hd, 2 * hd);
+  be.linear_from(first_out, attn, w.o_proj, out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 
@@ -285,14 +292,14 @@ void rms_norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x
 }
 
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
-               int hidden, Workspace& ws) {
+               int hidden, Workspace& ws, int first_out) {
   Lap lap(be);
-  swiglu_mlp(be, w, x, out, T, hidden, /*accumulate=*/true, ws);
+  swiglu_mlp(be, w, x, out, T, hidden, /*accumulate=*/true, ws, first_out);
   lap.to(ws.times.mlp);
 }
 
 void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeights& w,
-               const float* x, float* out, int T, Workspace& ws) {
+               const float* x, float* out, int T, Workspace& ws, int first_out) {
   const int hidden = cfg.hidden_size;
   const int E = cfg.num_experts, top_k = cfg.num_experts_per_tok;
   const size_t rows = static_cast<size_t>(T);
@@ -344,21 +351,39 @@ void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeig
     downs[static_cast<size_t>(e)] = &w.experts[static_cast<size_t>(e)].down;
   }
   be.moe_gather(x, hidden, pair_ids, pairs_n, top_k, xe);
-  be.grouped_linear(xe, gate_ups.data(), starts, E, gate_up, 2 * width, hidden);
-  be.swiglu(gate_up, act, pairs_n, width);
-  be.grouped_linear(act, downs.data(), starts, E, xe, hidden, width);
+  if (first_out == 0 || be.device() != Device::Host) {  // a device's grouping runs there
+    be.grouped_linear(xe, gate_ups.data(), starts, E, gate_up, 2 * width, hidden);
+    be.swiglu(gate_up, act, pairs_n, width);
+    be.grouped_linear(act, downs.data(), starts, E, xe, hidden, width);
+  } else {
+    // Only the tokens from first_out on go on. The routing and grouping above ran for every
+    // token, so each group holds the rows it holds in the whole product (a row's numbers
+    // depend on its group's size) and its needed pairs, tokens ascending, are its last rows;
+    // a group without any is skipped. The rows of the other pairs hold any values.
+    std::vector<int> firsts(static_cast<size_t>(E));
+    const int first_pair = first_out * top_k;  // pair ids are t·k + j
+    for (int e = 0; e < E; ++e)
+      firsts[static_cast<size_t>(e)] = static_cast<int>(
+          std::lower_bound(pair_ids + starts[e], pair_ids + starts[e + 1], first_pair) - pair_ids);
+    be.grouped_linear_from(firsts.data(), xe, gate_ups.data(), starts, E, gate_up, 2 * width,
+                           hidden);
+    be.swiglu(gate_up, act, pairs_n, width);
+    be.grouped_linear_from(firsts.data(), act, downs.data(), starts, E, xe, hidden, width);
+  }
   be.moe_combine(xe, hidden, pair_ids, T, top_k, weights, out, combine_work);
   lap.to(ws.times.moe_experts);
 
   if (cfg.shared_expert_intermediate_size == 0) return;  // no shared expert
   if (w.shared_expert_gate.empty()) {
-    swiglu_mlp(be, w.shared_expert, x, out, T, hidden, /*accumulate=*/true, ws);
+    swiglu_mlp(be, w.shared_expert, x, out, T, hidden, /*accumulate=*/true, ws, first_out);
   } else {
     float* shared = ws.floats(Workspace::kC, rows * hidden);
     float* gate_logit = ws.floats(Workspace::kE, rows);
-    swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws);
-    be.linear(x, w.shared_expert_gate, gate_logit, T, 1, hidden, false);
-    be.add_sigmoid_scaled(out, shared, gate_logit, T, hidden);
+    swiglu_mlp(be, w.shared_expert, x, shared, T, hidden, /*accumulate=*/false, ws, first_out);
+    be.linear_from(first_out, x, w.shared_expert_gate, gate_logit, T, 1, hidden, false);
+    const size_t f0 = static_cast<size_t>(first_out);
+    be.add_sigmoid_scaled(out + f0 * hidden, shared + f0 * hidden, gate_logit + f0, T - first_out,
+                          hidden);
   }
   lap.to(ws.times.moe_shared);
 }

@@ -89,6 +89,15 @@ struct Span {
 };
 // Called with the span's index and the layer's cache after the span has passed the layer.
 using AfterSpan = std::function<void(int span, LayerCache& cache)>;
+// first_out (the span layers, mlp_layer, moe_layer): the first row whose output is read. The
+// rows before it still advance the caches, but what is added to their `out` rows is unspecified
+// (the last layer of a block, where only the rows whose logits are read go on: their output
+// part, the MLP and the final norm run for those rows alone). The rows from first_out on are
+// bit for bit what first_out = 0 gives: products keep the tiles they have in the whole product
+// (Backend::linear_from), attention the blocks of queries (AttentionDims::first_query). A MoE
+// layer's x must hold every row even so: it routes every token, since an expert's group (whose
+// size decides its product's tiles) is every token routed to it; only the experts' products
+// and the shared expert are cut down.
 
 // The span steps that Gated DeltaNet and KDA share.
 // conv_span_qkv: causal conv1d + SiLU over a span's n rows of `mixed` (the conv channels
@@ -130,7 +139,8 @@ void set_query_positions(const kernels::Backend& be, const std::vector<int>& pos
 // attn_core.
 void rope_cache_attend(const kernels::Backend& be, const ModelConfig& cfg, float* q, float* k,
                        const float* v, float* attn, const Span* spans, int n_spans,
-                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap);
+                       LayerCache& cache, Workspace& ws, const AfterSpan* after, Lap& lap,
+                       int first_out = 0);
 
 // Gated DeltaNet: in_proj → causal conv1d + SiLU → L2-normalised q, k (q · dk^-½) → gates
 // β = σ(b), g = −exp(A_log)·softplus(a + dt_bias) → delta rule from cache.state →
@@ -141,7 +151,7 @@ void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeig
 // The same over spans (after may be null); x and out hold spans.back().end rows.
 void gdn_layer(const kernels::Backend& be, const ModelConfig& cfg, const GdnWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const AfterSpan* after);
+               Workspace& ws, const AfterSpan* after, int first_out = 0);
 
 // Gated softmax attention at absolute positions pos0 … pos0+T−1 (pos0 must equal the
 // cached tokens): zero-centred q/k RMSNorm, partial RoPE, GQA over cached + new K/V,
@@ -153,11 +163,11 @@ void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const A
 // before it (earlier spans and what `after` appended) and to themselves, causally.
 void attention_layer(const kernels::Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                      const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-                     Workspace& ws, const AfterSpan* after);
+                     Workspace& ws, const AfterSpan* after, int first_out = 0);
 
 // SwiGLU MLP: out += down(silu(gate(x)) · up(x)).
 void mlp_layer(const kernels::Backend& be, const MlpWeights& w, const float* x, float* out, int T,
-               int hidden, Workspace& ws);
+               int hidden, Workspace& ws, int first_out = 0);
 
 // The model's RMSNorm of rows of `cols` floats with weight w: zero-centred `(1 + w)` where
 // cfg.zero_centred_norm (the Qwen family), plain `w` otherwise. y may alias x.
@@ -170,6 +180,6 @@ void rms_norm(const kernels::Backend& be, const ModelConfig& cfg, const float* x
 // the model has one: sigmoid(shared_expert_gate · x) · shared_expert(x), or shared_expert(x)
 // when there is no gate tensor.
 void moe_layer(const kernels::Backend& be, const ModelConfig& cfg, const MoeWeights& w,
-               const float* x, float* out, int T, Workspace& ws);
+               const float* x, float* out, int T, Workspace& ws, int first_out = 0);
 
 }  // namespace hypic::model

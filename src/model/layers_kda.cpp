@@ -17,7 +17,7 @@ constexpr int kChunk = 64;  // tokens per chunk of the delta rule (as the Gated 
 
 void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const AfterSpan* after) {
+               Workspace& ws, const AfterSpan* after, int first_out) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.linear_num_value_heads, d = cfg.linear_key_head_dim;
   const int P = H * d, conv_dim = 3 * P, K = cfg.linear_conv_kernel_dim;
@@ -102,9 +102,11 @@ void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeig
 
   // o_norm: plain RMSNorm per head, then the sigmoid output gate, then o_proj.
   float* normed = mixed;  // the projections are consumed
-  be.rms_norm(core, f32(w.o_norm), normed, T * H, d, eps);
-  be.sigmoid_gate(normed, gate, T * H, d, d);
-  be.linear(normed, w.o_proj, out, T, hidden, P, /*accumulate=*/true);
+  const size_t f0 = static_cast<size_t>(first_out) * P;
+  const int needed = (T - first_out) * H;
+  be.rms_norm(core + f0, f32(w.o_norm), normed + f0, needed, d, eps);
+  be.sigmoid_gate(normed + f0, gate + f0, needed, d, d);
+  be.linear_from(first_out, normed, w.o_proj, out, T, hidden, P, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 

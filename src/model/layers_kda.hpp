@@ -45,6 +45,7 @@ struct KdaWeights {
 // of at most 64 tokens leaves the WY factors in transition / transition_x / transition_y).
 void kda_layer(const kernels::Backend& be, const ModelConfig& cfg, const KdaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const std::function<void(int, LayerCache&)>* after);
+               Workspace& ws, const std::function<void(int, LayerCache&)>* after,
+               int first_out = 0);
 
 }  // namespace hypic::model

@@ -47,7 +47,8 @@ void scalar_decay_block(const kernels::Backend& be, const kernels::FamilySpec& s
 
 void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                      const LightningWeights& w, const float* x, float* out, const Span* spans,
-                     int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after) {
+                     int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after,
+                     int first_out) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.num_attention_heads, hd = cfg.head_dim;
   const int width = H * hd;
@@ -98,9 +99,10 @@ void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int lay
   }
 
   // transformers' MiniMaxRMSNorm over all heads keeps its default eps of 1e-6.
-  be.rms_norm(core, f32(w.norm), core, T, width, 1e-6f);
-  be.sigmoid_gate(core, gate, T, width, width);
-  be.linear(core, w.out_proj, out, T, hidden, width, /*accumulate=*/true);
+  const size_t f0 = static_cast<size_t>(first_out) * width;
+  be.rms_norm(core + f0, f32(w.norm), core + f0, T - first_out, width, 1e-6f);
+  be.sigmoid_gate(core + f0, gate + f0, T - first_out, width, width);
+  be.linear_from(first_out, core, w.out_proj, out, T, hidden, width, /*accumulate=*/true);
   lap.to(ws.times.gdn_out);
 }
 

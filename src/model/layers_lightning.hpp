@@ -35,6 +35,7 @@ void scalar_decay_block(const kernels::Backend& be, const kernels::FamilySpec& s
 
 void lightning_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                      const LightningWeights& w, const float* x, float* out, const Span* spans,
-                     int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after);
+                     int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after,
+                     int first_out = 0);
 
 }  // namespace hypic::model

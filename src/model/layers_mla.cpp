@@ -24,7 +24,7 @@ void place_rows(const kernels::Backend& be, const float* one, const float* src, 
 
 void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const AfterSpan* after) {
+               Workspace& ws, const AfterSpan* after, int first_out) {
   const int hidden = cfg.hidden_size, H = cfg.num_attention_heads;
   const int r = cfg.kv_lora_rank, rope = cfg.qk_rope_head_dim, nope = cfg.qk_nope_head_dim;
   const int vd = cfg.v_head_dim, R = r + rope, dq = nope + rope, ukv = nope + vd;
@@ -74,17 +74,19 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   // Multi-query attention over the latent rows; the rows are keys and (first r columns) values.
   kernels::AttentionDims dims{T, static_cast<int>(cache.kv_tokens()),     H, 1,
                               R, 1.0f / std::sqrt(static_cast<float>(dq))};
+  dims.first_query = first_out;
   set_query_positions(be, positions, dims, ws);
   float* lat = ws.floats(Workspace::kE, rows * H * R);
   float* work = ws.floats(Workspace::kF, be.attention_workspace_floats(dims));
   be.attention_causal(dims, ql, f32(cache.k), f32(cache.k), lat, work);
   lap.to(ws.times.attn_core);
 
-  // o_h = lat_h[:, :r] · W_uv_hᵀ (W_uv_h: the head's last v rows of kv_b_proj, [v, r]).
+  // o_h = lat_h[:, :r] · W_uv_hᵀ (W_uv_h: the head's last v rows of kv_b_proj, [v, r]), over
+  // every row (the rows before first_out carry whatever lat holds; rows do not mix).
   float* o = ws.floats(Workspace::kG, rows * H * vd);
   be.gemm_strided_batched(false, true, T, vd, r, 1.0f, lat, H * R, R, wkv + nope * r, r, head_block,
                           0.0f, o, H * vd, vd, H);
-  be.linear(o, w.o_proj, out, T, hidden, H * vd, /*accumulate=*/true);
+  be.linear_from(first_out, o, w.o_proj, out, T, hidden, H * vd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 

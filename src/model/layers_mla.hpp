@@ -45,6 +45,7 @@ constexpr double kMlaLatentNormEps = 1e-6;
 // span's rows to cache.k (cache.kv_tokens() must equal the span's position).
 void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
-               Workspace& ws, const std::function<void(int, LayerCache&)>* after);
+               Workspace& ws, const std::function<void(int, LayerCache&)>* after,
+               int first_out = 0);
 
 }  // namespace hypic::model

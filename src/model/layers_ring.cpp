@@ -74,7 +74,8 @@ std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer) {
 
 void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                        const RingAttentionWeights& w, const float* x, float* out, const Span* spans,
-                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after) {
+                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after,
+                       int first_out) {
   const int hidden = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
   const int inner = H * hd;
   const int T = spans[n_spans - 1].end;
@@ -129,11 +130,16 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
   // their columns of dense into out.
   const int groups = cfg.group_norm_size, cols = inner / groups;
   const float eps = static_cast<float>(cfg.rms_norm_eps) * static_cast<float>(hd);
+  // Only the rows from first_out on are normed and gated (the product takes the others as
+  // they are: its rows do not mix).
   float* part = ws.floats(Workspace::kG, rows * cols);
+  const size_t f0 = static_cast<size_t>(first_out);
+  const int needed = T - first_out;
   for (int gi = 0; gi < groups; ++gi) {
-    be.copy_strided(core, inner, gi * cols, part, T, cols);
-    be.rms_norm(part, f32(w.g_norm) + static_cast<size_t>(gi) * cols, part, T, cols, eps);
-    be.sigmoid_gate(part, gate + static_cast<size_t>(gi) * cols, T, cols, inner);
+    float* pf = part + f0 * cols;
+    be.copy_strided(core + f0 * inner, inner, gi * cols, pf, needed, cols);
+    be.rms_norm(pf, f32(w.g_norm) + static_cast<size_t>(gi) * cols, pf, needed, cols, eps);
+    be.sigmoid_gate(pf, gate + f0 * inner + static_cast<size_t>(gi) * cols, needed, cols, inner);
     be.gemm(false, true, T, hidden, cols, 1.0f, part, cols,
             f32(w.dense) + static_cast<size_t>(gi) * cols, inner, 1.0f, out, hidden);
   }
@@ -143,7 +149,7 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
 void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
                           const RingAttentionWeights& w, const float* x, float* out,
                           const Span* spans, int n_spans, LayerCache& cache, Workspace& ws,
-                          const AfterSpan* after) {
+                          const AfterSpan* after, int first_out) {
   const int hidden = cfg.hidden_size;
   const int H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim;
   const int T = spans[n_spans - 1].end;
@@ -157,8 +163,8 @@ void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
   float* attn = ws.floats(Workspace::kE, rows * H * hd);
   project_qkv(be, cfg, w, x, T, H, Hkv, qkv, q, k, v);
   lap.to(ws.times.attn_proj);
-  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap);
-  be.linear(attn, f32(w.dense), out, T, hidden, H * hd, /*accumulate=*/true);
+  rope_cache_attend(be, cfg, q, k, v, attn, spans, n_spans, cache, ws, after, lap, first_out);
+  be.linear_from(first_out, attn, w.dense, out, T, hidden, H * hd, /*accumulate=*/true);
   lap.to(ws.times.attn_out);
 }
 

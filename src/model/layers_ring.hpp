@@ -47,12 +47,13 @@ std::vector<float> ring_log_decay(const ModelConfig& cfg, int layer);
 // cache.transition ([H], one scalar per head) by the block's e^{nλ}.
 void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int layer,
                        const RingAttentionWeights& w, const float* x, float* out, const Span* spans,
-                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after);
+                       int n_spans, LayerCache& cache, Workspace& ws, const AfterSpan* after,
+                       int first_out = 0);
 
 // Ring's softmax attention over spans: appends each span's K (normed, rotated) and V to cache.
 void ring_attention_layer(const kernels::Backend& be, const ModelConfig& cfg,
                           const RingAttentionWeights& w, const float* x, float* out,
                           const Span* spans, int n_spans, LayerCache& cache, Workspace& ws,
-                          const AfterSpan* after);
+                          const AfterSpan* after, int first_out = 0);
 
 }  // namespace hypic::model

@@ -1178,6 +1178,50 @@ TEST_P(BackendOps, GroupedLinear) {
   EXPECT_THROW(be().grouped_linear(put(Vec(6)), two, bad.data(), 2, dy, 2, 3), std::exception);
 }
 
+// The rows the last layer of a block needs (issue 48): linear_from and grouped_linear_from
+// write, from their first needed row on, the bits of the whole product on every backend (the
+// host runs only the tiles that hold such rows, a device may run the whole product). A shape of
+// several row tiles on the host, f32 and bf16 weights; groups with no row needed, all needed,
+// the last one only.
+TEST_P(BackendOps, LinearFromGivesTheWholeProductsRows) {
+  REQUIRE_OP(Op::GroupedLinear);
+  std::mt19937 rng(43);
+  const int m = 1100, n = 1024, k = 512;
+  const Vec x = randn(size_t(m) * k, rng), y0 = randn(size_t(m) * n, rng);
+  auto same_rows = [&](const Vec& got, const Vec& want, int r0, int r1) {
+    return std::memcmp(got.data() + size_t(r0) * n, want.data() + size_t(r0) * n,
+                       size_t(r1 - r0) * n * sizeof(float)) == 0;
+  };
+  for (bool bf16 : {false, true}) {
+    Vec wv;
+    Tensor w = bf16 ? bf16_matrix(randn(size_t(n) * k, rng), n, k, &wv)
+                    : Tensor::from_vector({n, k}, randn(size_t(n) * k, rng));
+    if (be().device() != Device::Host) w = w.to(be().device(), &be());
+    const std::string what = bf16 ? "bf16" : "f32";
+    const float* dx = put(x);
+    float* whole = put(y0);
+    be().linear(dx, w, whole, m, n, k, true);
+    const Vec want = get(whole, y0.size());
+    for (int first : {0, 300, m - 1}) {
+      float* dy = put(y0);
+      be().linear_from(first, dx, w, dy, m, n, k, true);
+      EXPECT_TRUE(same_rows(get(dy, y0.size()), want, first, m)) << what << " first=" << first;
+    }
+    const std::vector<int> start = {0, 600, 600, 601, m};
+    const std::vector<int> firsts = {550, 600, 601, 601};  // part, empty, none, all
+    const Tensor* wp[] = {&w, &w, &w, &w};
+    float* dg = put(y0);
+    be().grouped_linear(dx, wp, start.data(), 4, dg, n, k);
+    const Vec grouped = get(dg, y0.size());
+    float* df = put(y0);
+    be().grouped_linear_from(firsts.data(), dx, wp, start.data(), 4, df, n, k);
+    const Vec from = get(df, y0.size());
+    EXPECT_TRUE(same_rows(from, grouped, 550, 600)) << what;
+    EXPECT_TRUE(same_rows(from, grouped, 601, m)) << what;
+    release();
+  }
+}
+
 // Every expert's rows combined in one call: against the double reference, and on the host bit
 // for bit what moe_scatter_add per expert in ascending order gives (the layers' old path).
 TEST_P(BackendOps, MoeCombine) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -262,6 +263,61 @@ TEST_P(CacheContract, DecodeEqualsRecompute) {
         << "t=" << t;
   }
   EXPECT_EQ(cache.n_tokens, 75);
+}
+
+// The last layer carries on only the rows read after it (issue 48): a prefill that reads the
+// last row's logits (in one block and in blocks of 64), one that reads none, and junction
+// windows with the question's logits give the same bits (logits, last hidden state, every cache)
+// as when every row goes through the last layer, which capturing the residual stream forces.
+TEST_P(CacheContract, LastLayerOverTheRowsReadIsBitIdentical) {
+  Model model = tiny_model(GetParam());
+  const int V = model.config().vocab_size;
+  const auto ids = some_ids(150, V, 3);
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  auto same_caches = [&](const InferenceCache& a, const InferenceCache& b) {
+    if (a.n_tokens != b.n_tokens) return false;
+    for (size_t l = 0; l < a.layers.size(); ++l)
+      for (const auto& [x, y] : {std::pair{&a.layers[l].state, &b.layers[l].state},
+                                 {&a.layers[l].conv, &b.layers[l].conv},
+                                 {&a.layers[l].k, &b.layers[l].k},
+                                 {&a.layers[l].v, &b.layers[l].v}}) {
+        if (x->shape() != y->shape()) return false;
+        if (x->numel() > 0 && !same_bits(x->to_vector(), y->to_vector())) return false;
+      }
+    return true;
+  };
+  // Windows 40 | 50 | 60 with nothing spliced between them: explicit query positions.
+  const std::vector<hypic::model::Window> windows{
+      {ids.data(), 40, 0}, {ids.data() + 40, 50, 0}, {ids.data() + 90, 60, 0}};
+  const hypic::model::SpliceFn no_splice = [](int, int, hypic::model::LayerCache&) {};
+  for (int block : {2048, 64})
+    for (int run = 0; run < 3; ++run) {
+      const LogitsMode mode = run == 1 ? LogitsMode::None : LogitsMode::Last;
+      model.set_max_block_tokens(block);
+      Tensor out[2];
+      std::vector<float> hidden[2];
+      InferenceCache caches[2] = {model.new_cache(), model.new_cache()};
+      for (int all_rows = 0; all_rows < 2; ++all_rows) {
+        std::vector<Tensor> sink;
+        model.capture_hidden_states(all_rows ? &sink : nullptr);
+        InferenceCache& c = caches[all_rows];
+        out[all_rows] = run == 2 ? model.prefill_windows(windows, c, no_splice, LogitsMode::Last)
+                                 : model.prefill(ids, c, mode);
+        hidden[all_rows] = model.last_hidden();
+      }
+      model.capture_hidden_states(nullptr);
+      const std::string what = "block " + std::to_string(block) + " run " + std::to_string(run);
+      ASSERT_EQ(out[0].shape(), out[1].shape()) << what;
+      EXPECT_TRUE(same_bits(out[0].to_vector(), out[1].to_vector())) << what;
+      EXPECT_TRUE(same_bits(hidden[0], hidden[1])) << what;
+      EXPECT_TRUE(same_caches(caches[0], caches[1])) << what;
+      // A decode step from each cache: the same bits again.
+      EXPECT_TRUE(same_bits(model.decode_step(ids[7], caches[0]).to_vector(),
+                            model.decode_step(ids[7], caches[1]).to_vector()))
+          << what;
+    }
 }
 
 // Every registered architecture (qwen3_next, qwen3_5, qwen3_5_moe today).

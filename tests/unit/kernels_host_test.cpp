@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "hypic/kernels/activation.hpp"
 #include "hypic/kernels/attention.hpp"
+#include "hypic/kernels/attention_plan.hpp"
 #include "hypic/kernels/blas.hpp"
 #include "hypic/kernels/moe.hpp"
 #include "hypic/kernels/rope.hpp"
@@ -217,6 +219,82 @@ TEST(AttentionKernels, CausalGqaMatchesNaive) {
     float worst = 0;
     for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - expect[i]));
     EXPECT_LT(worst, 2e-5f) << "T=" << T << " n_kv=" << n_kv;
+  }
+}
+
+// The last layer of a block runs its queries from first_query on (issue 48): whole blocks of
+// queries before it are skipped (their rows untouched), and every query computed is the whole
+// call's bits, with and without explicit positions.
+TEST(AttentionKernels, FirstQuerySkipsWholeBlocksKeepingTheBits) {
+  const int T = 300, n_kv = 700;
+  hk::AttentionDims d{T, n_kv, 6, 2, 8, 0.5f};
+  const auto q = randn(static_cast<size_t>(T) * d.H * d.hd, 31, 2.0f);
+  const auto k = randn(static_cast<size_t>(n_kv) * d.Hkv * d.hd, 32);
+  const auto v = randn(static_cast<size_t>(n_kv) * d.Hkv * d.hd, 33);
+  std::vector<int> positions(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = 2 * t + (t > 150 ? 90 : 0);
+  const int bq = hk::attention_plan::query_block(d, 256);
+  ASSERT_LT(bq, T) << "the test needs several blocks of queries";
+  const size_t row = static_cast<size_t>(d.H) * d.hd;
+  const int* const choices[] = {nullptr, positions.data()};
+  for (const int* pos : choices) {
+    d.positions = pos;
+    d.first_query = 0;
+    std::vector<float> whole(q.size()), work(hk::attention_workspace_floats(d));
+    hk::attention_causal(d, q.data(), k.data(), v.data(), whole.data(), work.data());
+    for (int first : {1, bq, bq + 7, T - 1}) {
+      d.first_query = first;
+      std::vector<float> out(q.size(), 777.0f);
+      hk::attention_causal(d, q.data(), k.data(), v.data(), out.data(), work.data());
+      EXPECT_EQ(std::memcmp(out.data() + first * row, whole.data() + first * row,
+                            (T - first) * row * sizeof(float)),
+                0)
+          << "first=" << first << (pos ? " with positions" : "");
+      const size_t skipped = static_cast<size_t>(first / bq * bq) * row;
+      EXPECT_TRUE(std::all_of(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(skipped),
+                              [](float x) { return x == 777.0f; }))
+          << "first=" << first << ": the blocks before it run";
+    }
+  }
+}
+
+// linear_from keeps the whole product's tiles (issue 48): its rows from `first` on are the
+// whole product's bits (a BLAS may round a row differently in a call of fewer rows: OpenBLAS's
+// Zen kernel does), and the row tiles wholly before `first` do not run. f32 and bf16 weights.
+TEST(BlasKernels, LinearFromKeepsTheWholeProductsBits) {
+  const int m = 1100, n = 1024, k = 512;
+  const hk::GemmTiling t = hk::linear_tiling(m, n, k);
+  ASSERT_GT(t.tm, 1) << "the test needs several row tiles";
+  const auto x = randn(static_cast<size_t>(m) * k, 41);
+  const auto w = randn(static_cast<size_t>(n) * k, 42);
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &w[i], 4);
+    wb[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  for (const bool bf16 : {false, true}) {
+    std::vector<float> whole(static_cast<size_t>(m) * n);
+    if (bf16)
+      hk::linear_bf16(x.data(), wb.data(), whole.data(), m, n, k);
+    else
+      hk::linear(x.data(), w.data(), whole.data(), m, n, k);
+    for (int first : {17, t.mb + 5, m - 1}) {
+      std::vector<float> y(whole.size(), 777.0f);
+      if (bf16)
+        hk::linear_bf16_from(hk::Bf16Gemm::Auto, first, x.data(), wb.data(), y.data(), m, n, k,
+                             false);
+      else
+        hk::linear_from(first, x.data(), w.data(), y.data(), m, n, k, false);
+      const size_t f0 = static_cast<size_t>(first) * n;
+      EXPECT_EQ(std::memcmp(y.data() + f0, whole.data() + f0, (whole.size() - f0) * sizeof(float)),
+                0)
+          << "first=" << first << (bf16 ? " bf16" : " f32");
+      const size_t skipped = static_cast<size_t>(first / t.mb * t.mb) * n;
+      EXPECT_TRUE(std::all_of(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(skipped),
+                              [](float e) { return e == 777.0f; }))
+          << "first=" << first << ": the tiles before it run";
+    }
   }
 }
 

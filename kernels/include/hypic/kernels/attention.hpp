@@ -22,6 +22,11 @@ struct AttentionDims {
   // its own check, which copies them back to the host and waits for the stream on every call;
   // unset, it checks them itself (attention_checks.hpp).
   bool positions_checked = false;
+  // Queries before this one need no output (the last layer of a block, where only the rows
+  // whose logits are read go on): the host skips its blocks of queries that lie wholly before
+  // it, so their out rows are left as they were; every query it computes is bit for bit what
+  // the whole call computes. A device backend may compute them all.
+  int first_query = 0;
 };
 
 // Floats of scratch attention_causal needs for these dims.

@@ -132,6 +132,18 @@ class Backend : public Allocator {
   // cuBLAS product.
   virtual void grouped_linear(const float* x, const Tensor* const* w, const int* start, int groups,
                               float* y, int n, int k) const;
+  // Rows [first, m) of linear(x, w, y, m, n, k, accumulate), each bit for bit what the whole
+  // product writes there: the last layer of a block carries on only the rows whose logits are
+  // read. Rows before `first` may be written as well, from whatever x holds there. Default:
+  // the whole product; the host runs only the tiles that hold a row >= first
+  // (kernels::linear_from), since a BLAS may round a row differently in a smaller call.
+  virtual void linear_from(int first, const float* x, const Tensor& w, float* y, int m, int n,
+                           int k, bool accumulate) const;
+  // grouped_linear where group e needs only its rows [first[e], start[e+1]) (first: a HOST
+  // array [groups], start[e] <= first[e] <= start[e+1]), as linear_from: a group with none
+  // left is skipped on the host. Default: the whole grouped product.
+  virtual void grouped_linear_from(const int* first, const float* x, const Tensor* const* w,
+                                   const int* start, int groups, float* y, int n, int k) const;
   // Whether products with bf16 weights round their f32 activations to bf16 and run on tensor
   // cores (bf16 × bf16, f32 accumulation), and the device wants every projection matrix in
   // bf16 (model::to_backend rounds f32 ones once, at upload). False: products of bf16 weights

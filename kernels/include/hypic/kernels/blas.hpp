@@ -14,6 +14,13 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 // y[m,n] = x[m,k] · W[n,k]ᵀ (the nn.Linear convention). With accumulate, y += instead of =.
 // Runs as the tiles of linear_tiling.
 void linear(const float* x, const float* w, float* y, int m, int n, int k, bool accumulate = false);
+// Rows [first_row, m) of linear(x, w, y, m, n, k, accumulate), bit for bit: only the tiles of
+// linear_tiling(m, n, k) that hold a row >= first_row run, each the same BLAS call as in the
+// whole product (a BLAS may round a row differently in a call of other rows, so the rows are
+// not multiplied alone). The kept tiles' rows before first_row are written too, from whatever
+// x holds there. Nothing runs when first_row >= m.
+void linear_from(int first_row, const float* x, const float* w, float* y, int m, int n, int k,
+                 bool accumulate);
 
 // y[m,n] = x[m,k] · W[n,k]ᵀ with W in bf16 (raw bits): the path bf16_gemm_path(m, n, k) picks.
 // Same tiles as linear (linear_tiling), one thread per tile: bit-identical at every thread count.
@@ -43,6 +50,10 @@ Bf16Gemm bf16_gemm_path(int m, int n, int k);
 // One named path (Auto resolves as above); throws hypic::Error for a Dot path that is absent.
 void linear_bf16_with(Bf16Gemm path, const float* x, const uint16_t* w, float* y, int m, int n,
                       int k, bool accumulate = false);
+// Rows [first_row, m) of linear_bf16_with(path, ...) as linear_from: the path the whole product
+// takes (Auto resolved with m), its tiles that hold a row >= first_row.
+void linear_bf16_from(Bf16Gemm path, int first_row, const float* x, const uint16_t* w, float* y,
+                      int m, int n, int k, bool accumulate);
 
 // How gemm splits C: tiles of mb × nb (the last ones smaller), fixed by the shape alone so that
 // each element is summed in the same order at every thread count. Small products are one tile.
