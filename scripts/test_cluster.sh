@@ -513,9 +513,13 @@ else
   show_log "$WORK/logs/serve.log"
 fi
 EVAL_OUT=$WORK/eval
+# The dataset and the prompt templates as copies in the work folder: the nodes see a private
+# /tmp, so a checkout under /tmp (a CI clone) is not there for them, nor is a path relative to it.
+mkdir -p "$WORK/data"
+cp "$ROOT/tests/data/datasets/hotpotqa.jsonl" "$ROOT/inputs/datasets/templates.json" "$WORK/data/"
 cluster_run "$(step_limit 90)" "$WORK/logs/eval.log" "$HYPIC" eval --model "$MODEL" --byte-tokenizer \
-  --dataset hotpotqa --input "$ROOT/tests/data/datasets/hotpotqa.jsonl" --limit 2 --max-new-tokens 2 \
-  --modes pic --store "$STORE" --out "$EVAL_OUT" --threads 1
+  --dataset hotpotqa --input "$WORK/data/hotpotqa.jsonl" --templates "$WORK/data/templates.json" \
+  --limit 2 --max-new-tokens 2 --modes pic --store "$STORE" --out "$EVAL_OUT" --threads 1
 if ((RC == 0)) && [[ -f "$EVAL_OUT/summary.json" ]] && verify_store "$STORE"; then
   result eval PASS "mpirun -n 3 eval (hotpotqa fixture, 2 examples, pic) with the cluster's store: exit 0, summary.json; store after: $VERIFY_LINE"
 else
