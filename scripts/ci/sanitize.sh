@@ -3,7 +3,7 @@
 # shard per core, the MPI tests under ctest; not the Slurm jobs), then short libFuzzer runs when
 # clang can build them (scripts/ci/fuzz.sh).
 # Docs: docs/testing.md.
-# Takes: about 30 minutes from scratch on the idle 2-core VM (build 20, suite 7, fuzz 3; docs/testing.md).
+# Takes: about 30 minutes from scratch on the idle 2-core VM (build 17, suite 7-10, fuzz 3; docs/testing.md).
 #
 #   bash scripts/ci/sanitize.sh            build into build-asan/, run the suite, check the logs
 #   HYPIC_ASAN_BUILD_DIR=DIR            another build directory
