@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -14,35 +15,124 @@
 
 namespace hypic::app {
 
+namespace {
+
+// Reads a token-id file as a stream of JSON events (nlohmann's SAX interface), keeping only the
+// ids: a document tree of ten million ids took 870 MB and most of a minute under the
+// sanitizers before the context check could refuse them. The checks and their order are those
+// of a reader over the whole tree: a syntax error anywhere first, then "not a list", then "no
+// tokens", then the first element that is not an integer or not in the vocabulary.
+class TokenIdReader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit TokenIdReader(int vocab_size) : vocab_(vocab_size) {}
+
+  bool null() override { return element(Kind::other); }
+  bool boolean(bool) override { return element(Kind::other); }
+  bool number_integer(number_integer_t v) override {
+    return element(Kind::integer, v >= 0 && v < vocab_, v, [v] { return std::to_string(v); });
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return element(Kind::integer, v < static_cast<uint64_t>(std::max(vocab_, 0)),
+                   static_cast<int64_t>(v), [v] { return std::to_string(v); });
+  }
+  bool number_float(number_float_t, const string_t&) override { return element(Kind::other); }
+  bool string(string_t&) override { return element(Kind::other); }
+  bool binary(binary_t&) override { return element(Kind::other); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) top_is_object_ = true;
+    element(Kind::other);
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && top_is_object_) {
+      // A repeated key: the last value counts, as in a document tree.
+      in_ids_ = k == "input_ids";
+      if (in_ids_) {
+        ids_seen_ = true;
+        ids_are_list_ = false;
+        ids_.clear();
+        count_ = 0;
+        problem_.clear();
+      }
+    }
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 0) top_is_array_ = true;
+    if (depth_ == 1 && top_is_object_ && in_ids_) ids_are_list_ = true;
+    element(Kind::other);  // an array inside the list is an element that is not an integer
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    syntax_error_ = e.what();
+    return false;
+  }
+
+  const std::string& syntax_error() const { return syntax_error_; }
+
+  // After a successful parse: the ids, or hypic::Error naming `path` and the first problem.
+  std::vector<int32_t> take(const std::string& path) {
+    HYPIC_REQUIRE(
+        top_is_array_ || (ids_seen_ && ids_are_list_),
+        "token-id file '" + path + "' must hold a list of ints or {\"input_ids\": [...]}");
+    HYPIC_REQUIRE(count_ > 0, "token-id file '" + path + "' holds no tokens");
+    HYPIC_REQUIRE(problem_.empty(), "token-id file '" + path + "': " + problem_);
+    return std::move(ids_);
+  }
+
+ private:
+  enum class Kind { integer, other };
+
+  // The depth of the list's elements: 1 in a top-level list, 2 in {"input_ids": [...]}.
+  bool in_list() const {
+    if (top_is_array_) return depth_ == 1;
+    return top_is_object_ && in_ids_ && ids_are_list_ && depth_ == 2;
+  }
+  // `written` prints the id as the file has it, only for the message.
+  bool element(Kind kind, bool in_range = false, int64_t value = 0,
+               const std::function<std::string()>& written = {}) {
+    if (!in_list()) return true;
+    const uint64_t position = count_++;
+    if (!problem_.empty()) return true;
+    if (kind != Kind::integer) {
+      problem_ = "element " + std::to_string(position) + " is not an integer";
+    } else if (!in_range) {
+      problem_ = "id " + written() + " at position " + std::to_string(position) +
+                 " is outside the vocabulary [0, " + std::to_string(vocab_) + ")";
+    } else {
+      ids_.push_back(static_cast<int32_t>(value));
+    }
+    return true;
+  }
+
+  int vocab_;
+  int depth_ = 0;
+  bool top_is_array_ = false, top_is_object_ = false;
+  bool in_ids_ = false, ids_seen_ = false, ids_are_list_ = false;
+  uint64_t count_ = 0;
+  std::vector<int32_t> ids_;
+  std::string problem_, syntax_error_;
+};
+
+}  // namespace
+
 std::vector<int32_t> read_token_ids(const std::string& path, int vocab_size) {
   const std::string text = read_regular_file(path, "token-id file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("token-id file '" + path + "' is not valid JSON: " + e.what());
+  TokenIdReader reader(vocab_size);
+  if (!nlohmann::json::sax_parse(text, &reader)) {
+    throw Error("token-id file '" + path + "' is not valid JSON: " + reader.syntax_error());
   }
-  const nlohmann::json& ids = j.is_object() && j.contains("input_ids") ? j["input_ids"] : j;
-  HYPIC_REQUIRE(ids.is_array(),
-                "token-id file '" + path + "' must hold a list of ints or {\"input_ids\": [...]}");
-  HYPIC_REQUIRE(!ids.empty(), "token-id file '" + path + "' holds no tokens");
-  std::vector<int32_t> out;
-  out.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    HYPIC_REQUIRE(ids[i].is_number_integer(), "token-id file '" + path + "': element " +
-                                                  std::to_string(i) + " is not an integer");
-    // An id past int64 (2^63) is unsigned JSON: compare it as such, and print it as written.
-    const bool in_range =
-        ids[i].is_number_unsigned()
-            ? ids[i].get<uint64_t>() < static_cast<uint64_t>(std::max(vocab_size, 0))
-            : ids[i].get<int64_t>() >= 0 && ids[i].get<int64_t>() < vocab_size;
-    const int64_t v = in_range ? ids[i].get<int64_t>() : 0;
-    HYPIC_REQUIRE(in_range, "token-id file '" + path + "': id " + ids[i].dump() + " at position " +
-                                std::to_string(i) + " is outside the vocabulary [0, " +
-                                std::to_string(vocab_size) + ")");
-    out.push_back(static_cast<int32_t>(v));
-  }
-  return out;
+  return reader.take(path);
 }
 
 void require_fits_context(const model::ModelConfig& cfg, const std::string& source,

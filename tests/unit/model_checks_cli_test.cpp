@@ -20,6 +20,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace model_checks_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using cli_test::expect_one_line_error;
@@ -254,4 +255,30 @@ TEST(ModelChecksCli, TenMillionIdsAreRefusedBeforeAllocating) {
   EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
 }
 
+// The token-id reader streams the file (no document tree) with the same checks in the same
+// order as before: the accepted forms, then each refusal by its line.
+TEST(ModelChecksCli, TokenIdFilesAreReadInEitherFormAndRefusedByName) {
+  TempDir tmp("hypic-model-checks");
+  init_model(tmp, "model");
+  const std::string run = "forward --model " + tmp.file("model") + " --input-ids ";
+  std::ofstream(tmp.file("list.json")) << "[3, 4, 5]";
+  std::ofstream(tmp.file("object.json"))
+      << R"({"note": [[1], {"input_ids": "x"}], "input_ids": [3, 4, 5], "after": [2.5]})";
+  ASSERT_EQ(hypic(tmp, run + "list.json --out a.h5").code, 0);
+  ASSERT_EQ(hypic(tmp, run + "object.json --out b.h5").code, 0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"[3, 4", "is not valid JSON: [json.exception.parse_error.101]"},
+      {R"({"input_ids": [3], "input_ids": 7})", "must hold a list of ints or {\"input_ids\""},
+      {"[]", "holds no tokens"},
+      {R"({"input_ids": [3, [4], 2.5]})", "element 1 is not an integer"},
+      {"[3, -1, 99999]", "id -1 at position 1 is outside the vocabulary [0, "},
+  };
+  for (size_t i = 0; i < refused.size(); ++i) {
+    const std::string name = "bad" + std::to_string(i) + ".json";
+    std::ofstream(tmp.file(name)) << refused[i].first;
+    expect_one_line_error(hypic(tmp, run + name + " --out c.h5"), refused[i].second);
+  }
+}
+
+}  // namespace model_checks_cli_test
 }  // namespace
