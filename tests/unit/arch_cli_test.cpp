@@ -16,6 +16,7 @@
 #include "model/arch/arch.hpp"
 
 namespace {
+namespace arch_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using cli_test::slurp;
@@ -95,4 +96,5 @@ std::vector<std::string> other_architectures() {
 INSTANTIATE_TEST_SUITE_P(Models, ArchCli, ::testing::ValuesIn(other_architectures()),
                          [](const auto& test_param) { return test_param.param; });
 
+}  // namespace arch_cli_test
 }  // namespace

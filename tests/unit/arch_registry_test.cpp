@@ -20,6 +20,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace arch_registry_test {
 using test_util::error_of;
 namespace fs = std::filesystem;
 using hypic::DType;
@@ -208,4 +209,5 @@ TEST(ArchRegistry, Qwen35MoeSavesFusedExpertStacks) {
     }
 }
 
+}  // namespace arch_registry_test
 }  // namespace

@@ -26,6 +26,7 @@
 #include "store/entry.hpp"
 
 namespace {
+namespace backend_ops_test {
 using hypic::Device;
 using hypic::DType;
 using hypic::Tensor;
@@ -1537,4 +1538,5 @@ TEST(BackendOpsDtype, HostBf16PathsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Backends, BackendOps, ::testing::Values("host", "cuda"),
                          [](const auto& param_info) { return param_info.param; });
 
+}  // namespace backend_ops_test
 }  // namespace

@@ -29,6 +29,7 @@
 #include "op_reference.hpp"
 
 namespace {
+namespace backend_real_shapes_test {
 using hypic::Device;
 using hypic::DType;
 using hypic::Tensor;
@@ -340,4 +341,5 @@ TEST_P(DeviceVsHost, ProjectionsNormsAndConvAt4096Tokens) {
 INSTANTIATE_TEST_SUITE_P(RealShapes, DeviceVsHost, ::testing::Values("cuda", "fake"),
                          [](const auto& param_info) { return param_info.param; });
 
+}  // namespace backend_real_shapes_test
 }  // namespace

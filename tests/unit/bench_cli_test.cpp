@@ -12,6 +12,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace bench_cli_test {
 using nlohmann::json;
 
 bool positive(const json& x) {
@@ -93,8 +94,6 @@ TEST(BenchCli, QpsWritesEveryModesLoadPointsWithTheTraceAndSeed) {
   cli_test::expect_one_line_error(bad, "--cold-share");
 }
 
-}  // namespace
-
 // `bench forward --config FILE --layers N`: a model's shape from its config.json alone, random
 // weights, the first N layers, and the time scaled to all of them (the device check's cold
 // 32k-token query of the Qwen3.5-35B-A3B shape; here the tiny preset's config).
@@ -130,8 +129,6 @@ TEST(BenchCli, ForwardFromAConfigFileKeepsTheFirstLayersAndScales) {
   cli_test::expect_one_line_error(cli_test::run_hypic(dir.file(""), "bench forward --tokens 8"),
                                   "--model FOLDER or --config");
 }
-
-namespace {
 
 // `hypic bench compose` over every linear layer kind (tiny presets) and from a config.json:
 // one JSON run per architecture with its figures and the entry's bytes; a bad list or file is
@@ -176,4 +173,5 @@ TEST(BenchCli, ComposeMeasuresEveryArchitecture) {
       "no_such_arch");
 }
 
+}  // namespace bench_cli_test
 }  // namespace

@@ -12,6 +12,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace bench_kernels_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -102,4 +103,5 @@ TEST_F(BenchThreadsCli, ForwardMeasuresEachThreadCount) {
   }
 }
 
+}  // namespace bench_kernels_test
 }  // namespace

@@ -24,6 +24,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace bench_module_test {
 namespace bench = hypic::bench;
 namespace model = hypic::model;
 
@@ -494,4 +495,5 @@ TEST(BenchModule, ScalingOneRankMeasuresAndSimulates) {
   EXPECT_THROW(bench::run_scaling(comm.get(), o), hypic::Error);
 }
 
+}  // namespace bench_module_test
 }  // namespace

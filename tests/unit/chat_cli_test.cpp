@@ -17,6 +17,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace chat_cli_test {
 namespace fs = std::filesystem;
 
 using cli_test::CliRun;
@@ -163,4 +164,5 @@ TEST_F(ChatCli, NoRepeatNgramReachesEveryAnswer) {
       << bad.err;
 }
 
+}  // namespace chat_cli_test
 }  // namespace

@@ -14,6 +14,7 @@
 #include "pic/fingerprint.hpp"
 
 namespace {
+namespace chat_session_test {
 namespace fs = std::filesystem;
 const std::string kModelDir =
     std::string(HYPIC_TEST_DATA_DIR) + "/../../inputs/models/qwen3_5-synthqa";
@@ -65,4 +66,5 @@ TEST(ChatSession, AnswersFromCachedDocumentsAndRefusesBadCommands) {
   fs::remove(store);
 }
 
+}  // namespace chat_session_test
 }  // namespace

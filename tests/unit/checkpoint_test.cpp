@@ -25,6 +25,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace checkpoint_test {
 using hypic::DType;
 using test_util::error_of;
 using test_util::read_bytes;
@@ -599,4 +600,5 @@ TEST(ModelCommand, BadInputGivesOneLineAndNonZeroExit) {
   EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
 }
 
+}  // namespace checkpoint_test
 }  // namespace

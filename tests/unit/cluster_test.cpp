@@ -33,6 +33,7 @@
 
 namespace hypic::cluster {
 namespace {
+namespace cluster_test {
 
 // ---- scheduling --------------------------------------------------------------------------
 
@@ -871,5 +872,6 @@ TEST(Lifeline, UnresolvedHostOrNoListenerLeavesItUnavailableNotDead) {
   EXPECT_STREQ(lifeline_state_name(LifelineState::kLost), "lost");
 }
 
+}  // namespace cluster_test
 }  // namespace
 }  // namespace hypic::cluster

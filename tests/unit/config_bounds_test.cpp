@@ -19,6 +19,7 @@
 #include "model/presets.hpp"
 
 namespace {
+namespace config_bounds_test {
 using namespace hypic::model;
 using nlohmann::json;
 using test_util::error_of;
@@ -137,4 +138,5 @@ TEST(ConfigBounds, KimiWithoutMlaLayersNeedsNoRope) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+}  // namespace config_bounds_test
 }  // namespace

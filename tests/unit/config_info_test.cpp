@@ -18,6 +18,7 @@
 #include "pic/linear_summary.hpp"
 
 namespace {
+namespace config_info_test {
 namespace fs = std::filesystem;
 using hypic::model::ConfigSummary;
 using hypic::model::summarize_config;
@@ -195,4 +196,5 @@ TEST(ConfigInfo, ModelInfoConfigCommand) {
   fs::remove_all(dir);
 }
 
+}  // namespace config_info_test
 }  // namespace

@@ -11,6 +11,7 @@
 #include "model/presets.hpp"
 
 namespace {
+namespace config_test {
 namespace fs = std::filesystem;
 using hypic::model::LayerKind;
 using hypic::model::ModelConfig;
@@ -222,4 +223,5 @@ TEST(Config, ToJsonRoundTripsForEveryPreset) {
   }
 }
 
+}  // namespace config_test
 }  // namespace

@@ -8,6 +8,7 @@
 #include "hypic/kernels/conv.hpp"
 
 namespace {
+namespace conv_test {
 
 std::vector<float> randn(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -69,4 +70,5 @@ TEST(CausalConv1d, SplitWithCarriedTailEqualsOnePass) {
   }
 }
 
+}  // namespace conv_test
 }  // namespace

@@ -15,6 +15,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace cpu_peak_test {
 using hypic::kernels::PeakLoop;
 
 TEST(CpuIsa, AgreesWithTheCompilersCpuidView) {
@@ -140,4 +141,5 @@ TEST(BenchPeakCli, ForwardReportsItsRateAgainstTheF32Peak) {
   EXPECT_NE(r.out.find("of the f32 FMA peak"), std::string::npos) << r.out;
 }
 
+}  // namespace cpu_peak_test
 }  // namespace

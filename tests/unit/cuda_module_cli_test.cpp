@@ -13,6 +13,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace cuda_module_cli_test {
 using cli_test::CliRun;
 using test_util::TempDir;
 
@@ -83,4 +84,5 @@ TEST(CudaModuleCli, AMissingModuleIsOneLineNamingItsPath) {
   EXPECT_FALSE(has(info.out, "CUDA runtime")) << info.out;
 }
 
+}  // namespace cuda_module_cli_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "model/tokenizer.hpp"
 
 namespace {
+namespace datasets_test {
 
 using nlohmann::json;
 namespace ev = hypic::eval;
@@ -321,10 +322,6 @@ TEST(Datasets, SynthqaEvalAndServeFilesBuildTheSamePrompts) {
   EXPECT_EQ(n, read.examples.size());
 }
 
-}  // namespace
-
-namespace {
-
 std::string command_output(const std::string& cmd) {
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
@@ -334,8 +331,6 @@ std::string command_output(const std::string& cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   return pclose(p) == 0 ? out : std::string();
 }
-
-}  // namespace
 
 // The long held-out sets are committed xz-compressed (scripts/quality_table.sh unpacks them):
 // they are the sets the quality figures were measured on, whose first 40 questions are the
@@ -353,3 +348,6 @@ TEST(Datasets, CommittedLongHeldOutSetsBeginWithTheDemoSet) {
   const std::string sum = command_output("xz -dc " + dir + "synthsum.jsonl.xz");
   EXPECT_EQ(std::count(sum.begin(), sum.end(), '\n'), 200);
 }
+
+}  // namespace datasets_test
+}  // namespace

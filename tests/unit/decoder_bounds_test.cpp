@@ -21,6 +21,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace decoder_bounds_test {
 using test_util::error_of;
 using test_util::TempDir;
 
@@ -197,4 +198,5 @@ TEST(DecoderBounds, CommandTokenCountPastItsBytesIsRefused) {
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 }
 
+}  // namespace decoder_bounds_test
 }  // namespace

@@ -22,6 +22,7 @@
 #include "pic_test_util.hpp"
 
 namespace {
+namespace device_book_test {
 namespace kn = hypic::kernels;
 namespace book = hypic::kernels::device_book;
 namespace model = hypic::model;
@@ -310,4 +311,5 @@ TEST(DevicePlumbing, QueryPositionsAreCheckedBeforeTheyGoUp) {
   EXPECT_TRUE(dims.positions_checked);
 }
 
+}  // namespace device_book_test
 }  // namespace

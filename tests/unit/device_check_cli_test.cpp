@@ -13,6 +13,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace device_check_cli_test {
 
 std::string script() {
   return std::string(HYPIC_TEST_DATA_DIR) + "/../../scripts/device_check.sh";
@@ -127,4 +128,5 @@ TEST(DeviceCheckScript, WithoutAGpuItFailsAtOnce) {
   EXPECT_NE(bad.err.find("unknown option --gpu"), std::string::npos) << bad.err;
 }
 
+}  // namespace device_check_cli_test
 }  // namespace

@@ -19,6 +19,7 @@
 #include "pic_test_util.hpp"
 
 namespace {
+namespace device_entries_test {
 namespace kn = hypic::kernels;
 namespace pic = hypic::pic;
 using hypic::Device;
@@ -201,4 +202,5 @@ TEST(DeviceEntries, TasksSayWhichPathTheirEntryTakes) {
   }
 }
 
+}  // namespace device_entries_test
 }  // namespace

@@ -25,6 +25,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace device_forward_test {
 namespace kn = hypic::kernels;
 namespace model = hypic::model;
 
@@ -259,4 +260,5 @@ INSTANTIATE_TEST_SUITE_P(Archs, DeviceForwardVsHost,
                                   std::get<1>(param_info.param);
                          });
 
+}  // namespace device_forward_test
 }  // namespace

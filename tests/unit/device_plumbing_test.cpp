@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 namespace {
+namespace device_plumbing_test {
 namespace kn = hypic::kernels;
 namespace model = hypic::model;
 using hypic::Device;
@@ -314,4 +315,5 @@ TEST(DevicePlumbing, ColdEntriesComputedOnTheDeviceNeverGoUp) {
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace device_plumbing_test
 }  // namespace

@@ -10,6 +10,7 @@
 #include "hypic/kernels/device.hpp"
 
 namespace {
+namespace device_test {
 
 TEST(CudaBackend, DeviceKernelsMatchHostKernels) {
   const auto info = hypic::kernels::cuda_device_info();
@@ -34,4 +35,5 @@ TEST(CudaBackend, EntryPointsLinkAndExplainWhenNotCompiled) {
   }
 }
 
+}  // namespace device_test
 }  // namespace

@@ -16,6 +16,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace distributed_cli_test {
 namespace fs = std::filesystem;
 using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
@@ -152,4 +153,5 @@ TEST_F(DistributedCli, ChatAnswersDoNotDependOnTheRanks) {
   EXPECT_EQ(transcripts[2], transcripts[0]);
 }
 
+}  // namespace distributed_cli_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace entry_forms_test {
 using hypic::DType;
 using hypic::pic::HeadChoice;
 using hypic::pic::HeadForm;
@@ -681,4 +682,5 @@ TEST(EntryForms, ComposesEachHeadInItsOwnForm) {
   EXPECT_NE(hypic::pic::compose_packed(forms, longer, H, dk, dv, s.s.data(), x.data()), "");
 }
 
+}  // namespace entry_forms_test
 }  // namespace

@@ -16,6 +16,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace eval_cli_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -258,4 +259,5 @@ TEST_F(EvalCli, BadInputsFailWithOneLine) {
   EXPECT_FALSE(fs::exists(dir_ / "bad2"));
 }
 
+}  // namespace eval_cli_test
 }  // namespace

@@ -11,6 +11,7 @@
 #include "hypic/error.hpp"
 
 namespace {
+namespace eval_runner_test {
 using hypic::eval::EvalItem;
 using hypic::eval::Example;
 using hypic::eval::ModeScorer;
@@ -226,4 +227,5 @@ TEST(EvalRunner, PercentileIsNumpysLinear) {
   EXPECT_DOUBLE_EQ(hypic::eval::percentile({3, 1, 2, 4}, 99), 3.97);
 }
 
+}  // namespace eval_runner_test
 }  // namespace

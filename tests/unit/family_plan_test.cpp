@@ -20,6 +20,7 @@
 #include "op_reference.hpp"
 
 namespace {
+namespace family_plan_test {
 namespace kn = hypic::kernels;
 namespace plan = hypic::kernels::family_plan;
 namespace ref = hypic::ref;
@@ -307,4 +308,5 @@ TEST(FamilyPlan, FlopCountOfTheProducts) {
       g.products, (2.0 * (3 * 128 * 128 + 64 * (3 * 128 + 2 * 128)) + 4.0 * 128 * 128) * 64 * 4096);
 }
 
+}  // namespace family_plan_test
 }  // namespace

@@ -23,6 +23,7 @@
 #include "store/segment_store.hpp"
 
 namespace {
+namespace fault_cli_test {
 namespace fs = std::filesystem;
 using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
@@ -246,4 +247,5 @@ TEST_F(FaultCli, KilledWorkerDuringServeIsNamedWithItsSegmentAndTheRerunComplete
   EXPECT_NE(r.out.find("36 valid, 0 damaged"), std::string::npos) << r.out;
 }
 
+}  // namespace fault_cli_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace files_test {
 namespace fs = std::filesystem;
 using test_util::TempDir;
 
@@ -147,4 +148,5 @@ TEST(InputNumbers, MebibytesOutOfRangeAreRefusedNotWrapped) {
         << bad;
 }
 
+}  // namespace files_test
 }  // namespace

@@ -24,6 +24,7 @@
 #include "model/safetensors.hpp"
 
 namespace {
+namespace forward_test {
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using hypic::model::InferenceCache;
@@ -339,9 +340,11 @@ TEST(Forward, RejectsTokenOutsideVocabulary) {
   EXPECT_THROW(model.prefill({}, cache, LogitsMode::Last), hypic::Error);
 }
 
+}  // namespace forward_test
 }  // namespace
 
 namespace {
+namespace forward_test {
 // Prefill speed on the bench preset with per-layer-kind timings. Not part of the suite:
 // run with --gtest_also_run_disabled_tests --gtest_filter='*Bench*' (HYPIC_BENCH_TOKENS,
 // HYPIC_BENCH_ARCH override the defaults 4096 and qwen3_5).
@@ -438,4 +441,5 @@ TEST(Decoding, NoRepeatNgramMatchesItsDefinition) {
   EXPECT_EQ(hypic::model::argmax_no_repeat(logits.data(), 3, {1, 1}, 0), 1) << "0: plain argmax";
 }
 
+}  // namespace forward_test
 }  // namespace

@@ -14,6 +14,7 @@
 #include "hypic/kernels/linear_family.hpp"
 
 namespace {
+namespace gated_delta_rule_test {
 using hypic::kernels::DeltaRuleDims;
 
 struct GdnInputs {
@@ -208,4 +209,5 @@ TEST(GatedDeltaRule, DISABLED_LargeShapeThroughput) {
   }
 }
 
+}  // namespace gated_delta_rule_test
 }  // namespace

@@ -10,6 +10,7 @@
 #include "hypic/kernels/device.hpp"
 
 namespace {
+namespace gpu_plan_test {
 using hypic::cluster::choose_entry_path;
 using hypic::cluster::EntryPath;
 using hypic::cluster::local_device;
@@ -148,4 +149,5 @@ TEST(GpuPlan, LabelSaysThePathItsReasonAndTheDevice) {
   EXPECT_EQ(plan.link, nullptr);  // opened by bind_gpus on the NCCL path only
 }
 
+}  // namespace gpu_plan_test
 }  // namespace

@@ -16,6 +16,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace hardening_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using cli_test::expect_one_line_error;
@@ -213,9 +214,11 @@ TEST(HardeningCli, SigtermToServeSaysHowFarItGot) {
   EXPECT_EQ(v.code, 0) << v.err;
 }
 
+}  // namespace hardening_cli_test
 }  // namespace
 
 namespace {
+namespace hardening_cli_test {
 // `mpirun -n 2 ... --ranks 3`: every rank finds the mismatch; rank 0 says it once and all end
 // without MPI_Abort (its banner and hypic's line twice before).
 TEST(HardeningCli, WorldSizeMismatchIsOneLineWithoutAbort) {
@@ -239,4 +242,5 @@ TEST(HardeningCli, WorldSizeMismatchIsOneLineWithoutAbort) {
   EXPECT_EQ(all.find("MPI_ABORT"), std::string::npos) << all;
   EXPECT_FALSE(fs::exists(tmp.file("s.h5")));
 }
+}  // namespace hardening_cli_test
 }  // namespace

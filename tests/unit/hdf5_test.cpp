@@ -19,6 +19,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace hdf5_test {
 using test_util::TempPath;
 
 namespace fs = std::filesystem;
@@ -280,4 +281,5 @@ TEST(Hdf5, CloseReportsWhatCouldNotBeWritten) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe(status);
 }
 
+}  // namespace hdf5_test
 }  // namespace

@@ -24,6 +24,7 @@ using test_util::error_of;
 using test_util::TempDir;
 
 namespace {
+namespace hub_cache_test {
 
 const std::string kMain = "0123456789abcdef0123456789abcdef01234567";
 const std::string kOld = "fedcba9876543210fedcba9876543210fedcba98";
@@ -56,8 +57,6 @@ fs::path make_cache(const TempDir& tmp) {
 std::string read(const fs::path& p) {
   return cli_test::slurp(p);
 }
-
-}  // namespace
 
 TEST(HubCache, RootFollowsHfHubCacheThenHfHomeThenDefault) {
   EXPECT_EQ(hub_cache_root({{"HF_HUB_CACHE", "/c"}, {"HF_HOME", "/h"}, {"HOME", "/u"}}).path, "/c");
@@ -219,3 +218,6 @@ TEST(HubCacheCli, ModelInfoAndTokenizeTakeAHubId) {
       tmp.file(""), bare + HYPIC_BINARY + " model info --model " + model.string());
   EXPECT_EQ(folder.code, 0) << folder.err;
 }
+
+}  // namespace hub_cache_test
+}  // namespace

@@ -13,6 +13,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace input_checks_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using cli_test::expect_one_line_error;
@@ -104,4 +105,5 @@ TEST(InputChecksCli, ImpossibleContextOrEosInConfigIsNamed) {
   EXPECT_EQ(hypic(tmp, "model info --model " + tmp.file("model")).code, 0);
 }
 
+}  // namespace input_checks_cli_test
 }  // namespace

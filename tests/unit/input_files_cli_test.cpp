@@ -20,6 +20,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace input_files_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using cli_test::expect_one_line_error;
@@ -305,4 +306,5 @@ TEST_F(InputFilesCli, ServeOnAFullDiskAnswersWithoutCaching) {
   EXPECT_NE(v.out.find("entries        1"), std::string::npos) << v.out;
 }
 
+}  // namespace input_files_cli_test
 }  // namespace

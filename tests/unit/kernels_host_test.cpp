@@ -19,6 +19,7 @@
 #include "hypic/kernels/rope.hpp"
 
 namespace {
+namespace kernels_host_test {
 namespace hk = hypic::kernels;
 
 std::vector<float> randn(size_t n, unsigned seed, float stddev = 1.0f) {
@@ -323,9 +324,11 @@ TEST(MoeKernels, RouteMatchesNaiveTopK) {
   }
 }
 
+}  // namespace kernels_host_test
 }  // namespace
 
 namespace {
+namespace kernels_host_test {
 // Speed of the attention kernel next to plain sgemm. Disabled: it measures time, and speed
 // targets live in benchmarks, not in the suite; run with --gtest_also_run_disabled_tests
 // --gtest_filter='*Bench*'.
@@ -379,4 +382,5 @@ TEST(AttentionBench, DISABLED_JunctionWindows) {
   std::printf("junction windows (%d queries, %d keys): %.2f ms, %.1f GFLOP/s\n", d.T, d.n_kv,
               best * 1e3, flops / best / 1e9);
 }
+}  // namespace kernels_host_test
 }  // namespace

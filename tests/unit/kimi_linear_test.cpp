@@ -21,6 +21,7 @@
 #include "pic/segment_entry.hpp"
 
 namespace {
+namespace kimi_linear_test {
 using hypic::Tensor;
 using namespace hypic::model;
 using nlohmann::json;
@@ -283,4 +284,5 @@ TEST(KimiLinear, RefusedConfigsNameTheField) {
             std::string::npos);
 }
 
+}  // namespace kimi_linear_test
 }  // namespace

@@ -13,6 +13,7 @@
 #include "model/presets.hpp"
 
 namespace {
+namespace layers_test {
 using hypic::Tensor;
 using namespace hypic::model;
 
@@ -313,4 +314,5 @@ TEST(MoeLayer, MatchesNaivePerTokenRouting) {
   EXPECT_LT(max_diff(out, expect), 1e-5);
 }
 
+}  // namespace layers_test
 }  // namespace

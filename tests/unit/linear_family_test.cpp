@@ -14,6 +14,7 @@
 #include "pic/linear_summary.hpp"
 
 namespace {
+namespace linear_family_test {
 using hypic::kernels::Decay;
 using hypic::kernels::FamilyDims;
 using hypic::kernels::FamilyInputs;
@@ -356,4 +357,5 @@ TEST(FamilyApply, BatchedOverLayersEqualsOneByOne) {
   for (size_t l = 0; l < sums.size(); ++l) EXPECT_EQ(one[l], batch[l]) << "layer " << l;
 }
 
+}  // namespace linear_family_test
 }  // namespace

@@ -14,6 +14,7 @@
 #include "pic/linear_summary.hpp"
 
 namespace {
+namespace linear_summary_test {
 namespace pic = hypic::pic;
 namespace kn = hypic::kernels;
 using kn::TStructure;
@@ -147,9 +148,11 @@ TEST(LinearSummary, DISABLED_LowRankVersusDense) {
   }
 }
 
+}  // namespace linear_summary_test
 }  // namespace
 
 namespace {
+namespace linear_summary_test {
 // ‖T·S_in‖ / ‖T·S_in + S(C|0)‖ on cases worked out by hand.
 TEST(LinearSummary, StateContributionKnownAnswers) {
   const auto& host = hypic::kernels::host_backend();
@@ -180,4 +183,5 @@ TEST(LinearSummary, StateContributionKnownAnswers) {
   d.s = {-4, -3};  // S = 0: defined as 0
   EXPECT_EQ(pic::state_contribution(host, d, v.data()), 0.0);
 }
+}  // namespace linear_summary_test
 }  // namespace

@@ -13,6 +13,7 @@
 #include "model/unicode.hpp"
 
 namespace {
+namespace metrics_test {
 
 using nlohmann::json;
 namespace ev = hypic::eval;
@@ -78,4 +79,5 @@ TEST(Metrics, EdgeCases) {
   EXPECT_EQ(hypic::unicode::python_lower("ΑΣ Σ"), "ας σ");
 }
 
+}  // namespace metrics_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "pic_test_util.hpp"
 
 namespace {
+namespace minimax_test {
 using hypic::model::InferenceCache;
 using hypic::model::LayerKind;
 using hypic::model::LogitsMode;
@@ -122,4 +123,5 @@ TEST(MiniMax, ComposedLightningStatesAgainstRecompute) {
   }
 }
 
+}  // namespace minimax_test
 }  // namespace

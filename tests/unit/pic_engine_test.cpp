@@ -23,6 +23,7 @@
 #include "store/segment_store.hpp"
 
 namespace {
+namespace pic_engine_test {
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using hypic::model::InferenceCache;
@@ -475,4 +476,5 @@ TEST(PicEngine, FidelityMeasures) {
   EXPECT_TRUE(hypic::pic::token_agreement({1, 2}, {1, 2}).exact);
 }
 
+}  // namespace pic_engine_test
 }  // namespace

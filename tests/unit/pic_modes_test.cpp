@@ -19,6 +19,7 @@
 #include "pic_test_util.hpp"
 
 namespace {
+namespace pic_modes_test {
 namespace fs = std::filesystem;
 using hypic::model::Model;
 using hypic::pic::Engine;
@@ -329,4 +330,5 @@ std::vector<std::string> registered_architectures() {
 INSTANTIATE_TEST_SUITE_P(Models, PicModesPerArch, ::testing::ValuesIn(registered_architectures()),
                          [](const auto& test_param) { return test_param.param; });
 
+}  // namespace pic_modes_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "pic_test_util.hpp"
 
 namespace {
+namespace ring_linear_test {
 using hypic::model::InferenceCache;
 using hypic::model::LayerKind;
 using hypic::model::LogitsMode;
@@ -145,4 +146,5 @@ TEST(RingLinear, ResidentEntryReRotatesOnTheDevice) {
   }
 }
 
+}  // namespace ring_linear_test
 }  // namespace

@@ -14,6 +14,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace roofline_test {
 namespace model = hypic::model;
 
 // Two layers (Gated DeltaNet, then gated attention), dense MLPs, tiny sizes chosen so every
@@ -215,4 +216,5 @@ TEST(RooflineCli, BadInputIsOneErrorLine) {
       "none.json");
 }
 
+}  // namespace roofline_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace safetensors_test {
 using test_util::error_of;
 using test_util::read_bytes;
 using test_util::TempDir;
@@ -272,4 +273,5 @@ TEST(Safetensors, ShardedIndexIsOneNameSpace) {
   EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
 }
 
+}  // namespace safetensors_test
 }  // namespace

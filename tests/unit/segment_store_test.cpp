@@ -30,6 +30,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace segment_store_test {
 using test_util::TempPath;
 
 namespace fs = std::filesystem;
@@ -825,4 +826,5 @@ TEST(StoreLayout, FiveThousandEntriesOpenFast) {
   EXPECT_EQ(store.get(entry_key(kFingerprint, {4321}, 8))->at("linear/0/S")[0], 4321.0f - 4096.0f);
 }
 
+}  // namespace segment_store_test
 }  // namespace

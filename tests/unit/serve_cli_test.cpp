@@ -21,6 +21,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace serve_cli_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -268,4 +269,5 @@ TEST_F(ServeCli, RanksThatDoNotMatchTheJobAreRefused) {
   EXPECT_FALSE(fs::exists(p("r.h5")));
 }
 
+}  // namespace serve_cli_test
 }  // namespace

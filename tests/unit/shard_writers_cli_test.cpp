@@ -19,6 +19,7 @@
 #include "store/shards.hpp"
 
 namespace {
+namespace shard_writers_cli_test {
 namespace fs = std::filesystem;
 using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
@@ -215,4 +216,5 @@ TEST_F(ShardWritersCli, Fp8FormsForAnF16StoreAreRefused) {
   EXPECT_EQ(SegmentStore::open_any(store, OpenMode::kRead).size(), static_cast<uint64_t>(kDocs));
 }
 
+}  // namespace shard_writers_cli_test
 }  // namespace

@@ -13,6 +13,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace store_bench_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 
@@ -91,4 +92,5 @@ TEST_F(StoreBenchCli, WarmupSimulationPrintsTheGridAndPerNodeWritersScale) {
   EXPECT_LT(std::stod(m[1]), 100.0);
 }
 
+}  // namespace store_bench_cli_test
 }  // namespace

@@ -17,6 +17,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace store_damage_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 
@@ -152,4 +153,5 @@ TEST_F(StoreDamageCli, ServeEndsWithOneLineAndLeavesARefusedFileAsItWas) {
   EXPECT_TRUE(read_bytes(dir_ / "store.h5") == pristine_);
 }
 
+}  // namespace store_damage_cli_test
 }  // namespace

@@ -27,6 +27,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace store_fault_matrix_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using hypic::Tensor;
@@ -311,9 +312,11 @@ TEST(StoreRepairCli, RepairClearsADamagedKeyAndMergeAcceptsTheStore) {
   EXPECT_NE(r.out.find("0 computed, 2 already in the store"), std::string::npos) << r.out;
 }
 
+}  // namespace store_fault_matrix_test
 }  // namespace
 
 namespace {
+namespace store_fault_matrix_test {
 
 // A warm-up that reaches the file-size limit ends with one line saying so and how much the
 // rest needs (instead of dying by SIGXFSZ); the entries committed before stay and a rerun
@@ -369,4 +372,5 @@ TEST(StoreSpaceCli, FileSizeLimitEndsAWarmupWithOneLineAndKeepsTheEntries) {
   EXPECT_NE(r.out.find("80 valid, 0 damaged"), std::string::npos) << r.out;
 }
 
+}  // namespace store_fault_matrix_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "temp_path.hpp"
 
 namespace {
+namespace store_merge_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using hypic::DType;
@@ -203,4 +204,5 @@ TEST_F(StoreMergeCli, BadShardsAndOutputsAreRefusedWithOneLine) {
   EXPECT_NE(r.code, 0);
 }
 
+}  // namespace store_merge_cli_test
 }  // namespace

@@ -32,6 +32,7 @@
 #include "model/presets.hpp"
 
 namespace {
+namespace tensor_core_share_test {
 namespace kn = hypic::kernels;
 namespace model = hypic::model;
 
@@ -185,4 +186,5 @@ TEST(TensorCoreShare, BenchPresetPrefillOfEveryArchitecture) {
   }
 }
 
+}  // namespace tensor_core_share_test
 }  // namespace

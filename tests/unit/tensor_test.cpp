@@ -13,6 +13,7 @@
 #include "hypic/tensor.hpp"
 
 namespace {
+namespace tensor_test {
 using hypic::Device;
 using hypic::DType;
 using hypic::Tensor;
@@ -125,6 +126,7 @@ TEST(Backends, CudaBackendExplainsWhenNotCompiledAndHostRunsEverything) {
 #endif
 }
 
+}  // namespace tensor_test
 }  // namespace
 
 // HYPIC_REQUIRE builds its message only when the check fails (hot paths call it per op).

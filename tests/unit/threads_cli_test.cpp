@@ -14,6 +14,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace threads_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 
@@ -80,4 +81,5 @@ TEST_F(ThreadsCli, ThreadsIsRefusedWhenNegativeAndShownInTheHeader) {
   EXPECT_NE(r.out.find("from --threads"), std::string::npos) << r.out;
 }
 
+}  // namespace threads_cli_test
 }  // namespace

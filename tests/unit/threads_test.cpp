@@ -22,6 +22,7 @@
 #include "store/entry.hpp"
 
 namespace {
+namespace threads_test {
 namespace kn = hypic::kernels;
 using Vec = std::vector<float>;
 
@@ -340,4 +341,5 @@ TEST(ThreadCount, SetThreadsIsWhatTheKernelsUse) {
   kn::set_threads(before);
 }
 
+}  // namespace threads_test
 }  // namespace

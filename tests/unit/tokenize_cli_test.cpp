@@ -15,6 +15,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace tokenize_cli_test {
 namespace fs = std::filesystem;
 using cli_test::CliRun;
 using nlohmann::json;
@@ -90,4 +91,5 @@ TEST_F(TokenizeCli, NeedsExactlyOneInput) {
       "--file " + (dir_ / "missing.txt").string() + ": cannot open");
 }
 
+}  // namespace tokenize_cli_test
 }  // namespace

@@ -14,6 +14,7 @@
 #include "model/tokenizer.hpp"
 
 namespace {
+namespace tokenizer_linear_test {
 namespace fs = std::filesystem;
 using hypic::model::Tokenizer;
 
@@ -79,4 +80,5 @@ TEST_F(TokenizerLinear, HundredThousandLetterWordsNeedNoThreadStack) {
   EXPECT_EQ(tok.decode(want), text);
 }
 
+}  // namespace tokenizer_linear_test
 }  // namespace

@@ -18,6 +18,7 @@
 #include "model/unicode.hpp"
 
 namespace {
+namespace tokenizer_test {
 
 using hypic::model::Tokenizer;
 using nlohmann::json;
@@ -283,4 +284,5 @@ TEST(Tokenizer, EncodeThroughput) {
   EXPECT_GT(cold, 0.0);
 }
 
+}  // namespace tokenizer_test
 }  // namespace

@@ -22,6 +22,7 @@
 #include "model/tokenizer.hpp"
 
 namespace {
+namespace trained_model_test {
 namespace fs = std::filesystem;
 using hypic::Tensor;
 using hypic::model::InferenceCache;
@@ -109,4 +110,5 @@ TEST(TrainedModel, LogitsAndGreedyAnswersMatchTransformers) {
   EXPECT_GE(correct, 3);
 }
 
+}  // namespace trained_model_test
 }  // namespace

@@ -10,6 +10,7 @@
 #include "store/entry.hpp"
 
 namespace {
+namespace warmup_plan_test {
 
 TEST(WarmupPlan, SkipsStoredAndRepeatedDocumentsAndKeepsCorpusOrder) {
   const std::vector<std::vector<int32_t>> docs = {
@@ -35,4 +36,5 @@ TEST(WarmupPlan, SkipsStoredAndRepeatedDocumentsAndKeepsCorpusOrder) {
   EXPECT_EQ(plan.labels[2], "");  // doc 4 has no name
 }
 
+}  // namespace warmup_plan_test
 }  // namespace

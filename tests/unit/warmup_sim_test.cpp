@@ -6,6 +6,7 @@
 #include "hypic/error.hpp"
 
 namespace {
+namespace warmup_sim_test {
 using hypic::cluster::simulate_warmup_per_node_writers;
 using hypic::cluster::simulate_warmup_single_writer;
 using hypic::cluster::WarmupSimConfig;
@@ -75,4 +76,5 @@ TEST(WarmupSim, RefusesNonsense) {
   EXPECT_THROW(simulate_warmup_per_node_writers(c), hypic::Error);
 }
 
+}  // namespace warmup_sim_test
 }  // namespace
