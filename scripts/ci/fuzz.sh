@@ -7,6 +7,8 @@
 #   HYPIC_FUZZ_SECONDS=5 bash scripts/ci/fuzz.sh     the short run scripts/ci/sanitize.sh does
 #   HYPIC_FUZZ_TARGETS="fuzz_config fuzz_tokenizer"   only these targets
 #   HYPIC_FUZZ_BUILD_DIR=DIR              another build directory
+#   HYPIC_FUZZ_FLAGS="-O0 -gline-tables-only"   other optimisation/debug flags (default -O1 -g;
+#                                         the short run of scripts/ci/sanitize.sh uses these)
 #
 # New inputs that reach new code go to $BUILD_DIR/fuzz-work/<target>/, not into the committed
 # corpus (copy the interesting ones there by hand). A crash, a sanitizer report, a leak, an
@@ -22,7 +24,8 @@ SECONDS_PER_TARGET=${HYPIC_FUZZ_SECONDS:-300}
 HYPIC_EXTRA_PACKAGES="clang libclang-rt-14-dev ${HYPIC_EXTRA_PACKAGES:-}" bash scripts/setup.sh
 mkdir -p "$BUILD_DIR"
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DHYPIC_FUZZ=ON \
-  -DHYPIC_TESTS=OFF ${HYPIC_CMAKE_ARGS:-} > "$BUILD_DIR/configure.log" 2>&1 ||
+  -DHYPIC_TESTS=OFF -DHYPIC_FUZZ_FLAGS="${HYPIC_FUZZ_FLAGS:--O1 -g}" ${HYPIC_CMAKE_ARGS:-} \
+  > "$BUILD_DIR/configure.log" 2>&1 ||
   { cat "$BUILD_DIR/configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target hypic_fuzz
 
