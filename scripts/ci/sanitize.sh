@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (the unit tests as one gtest
-# shard per core, the MPI tests under ctest; not the Slurm jobs), then short libFuzzer runs when
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (the unit tests as two gtest
+# shards per core, the MPI tests under ctest; not the Slurm jobs), then short libFuzzer runs when
 # clang can build them (scripts/ci/fuzz.sh).
 # Docs: docs/testing.md.
-# Takes: about 30 minutes from scratch on the idle 2-core VM (build 17, suite 7-10, fuzz 3; docs/testing.md).
+# Takes: about 25 minutes from scratch on the idle 2-core VM (build 13, suite 8-10, fuzz 2; docs/testing.md).
 #
 #   bash scripts/ci/sanitize.sh            build into build-asan/, run the suite, check the logs
 #   HYPIC_ASAN_BUILD_DIR=DIR            another build directory
