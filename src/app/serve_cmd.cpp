@@ -131,8 +131,9 @@ Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
       for (const auto& [worker, n] : remote)
         readers += (readers.empty() ? "" : ", ") + std::string("rank ") + std::to_string(worker) +
                    " reads " + std::to_string(n) + " entries of a shard rank 0 cannot open";
-      std::fprintf(stderr, "serve: hit reads %s: %s\n", a.hit_reads.c_str(),
-                   readers.empty() ? "rank 0 reads every hit" : readers.c_str());
+      if (!s.st->shard_paths().empty())  // a store without shards: nothing to say
+        std::fprintf(stderr, "serve: hit reads %s: %s\n", a.hit_reads.c_str(),
+                     readers.empty() ? "rank 0 reads every hit" : readers.c_str());
       const bool any = !plan.shard_reader.empty() || !plan.remote_keys.empty();
       s.cold->set_hit_reads(std::move(plan), s.st.get());
       cluster::RemoteColdSource* cold = s.cold.get();
