@@ -90,7 +90,8 @@ std::vector<double> RunSummary::ttft_ms() const {
 json RunSummary::metrics_json() const {
   const std::vector<double> ttft = ttft_ms();
   int64_t segments = 0, hm = 0, hs = 0, cold = 0, damaged = 0, recomputed = 0, prompt = 0,
-          answer_tokens = 0;
+          answer_tokens = 0, hits_by_workers = 0;
+  uint64_t hit_bytes_from_workers = 0;
   double ttft_s = 0, decode_s = 0;
   json phases = json::object();
   for (const Phase& p : kPhases) {
@@ -102,6 +103,8 @@ json RunSummary::metrics_json() const {
     segments += r.segments;
     hm += r.hits_memory;
     hs += r.hits_store;
+    hits_by_workers += r.hits_read_by_workers;
+    hit_bytes_from_workers += r.hit_bytes_from_workers;
     cold += r.cold;
     damaged += r.damaged;
     recomputed += r.tokens_recomputed;
@@ -120,6 +123,8 @@ json RunSummary::metrics_json() const {
             {"skipped_lines", skipped_lines},
             {"segments", segments},
             {"hits", {{"memory", hm}, {"store", hs}}},
+            {"hits_read_by_workers", hits_by_workers},
+            {"hit_bytes_from_workers", hit_bytes_from_workers},
             {"cold", cold},
             {"damaged", damaged},
             {"prompt_tokens", prompt},

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,7 +41,7 @@ using nlohmann::json;
 struct ServeArgs {
   std::string model, store, queries, corpus, mode = "pic", out, junction = "8",
                                              on_bad_line = "fail", dtype = "bf16", device,
-                                             entry_tolerance = "auto";
+                                             entry_tolerance = "auto", hit_reads = "auto";
   double memory_budget_mib = 1024;
   int max_new_tokens = 16;
   int ranks = 0;
@@ -83,6 +84,13 @@ std::unique_ptr<store::SegmentStore> open_serving_store(const ServeArgs& a, cons
       a.store, m.fingerprint, junction.store_code(), store::parse_dtype(a.dtype)));
 }
 
+// Whether serve plans who reads the store hits (plan_hit_reads on rank 0, open_hit_shard on the
+// workers): decided from the arguments alone, so every rank agrees without a message.
+bool plans_hit_reads(const ServeArgs& a, pic::Mode mode, int ranks) {
+  return ranks > 1 && pic::uses_entries(mode) && !a.store.empty() &&
+         cluster::parse_hit_reads(a.hit_reads) != cluster::HitReads::kRank0;
+}
+
 Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
                      const pic::JunctionSpec& junction, MPI_Comm comm, int ranks,
                      kernels::DeviceLink* link) {
@@ -109,6 +117,30 @@ Serving open_serving(const ServeArgs& a, LoadedPicModel& m, pic::Mode mode,
     // While the workers compute a query's cold segments, rank 0 reads the next query's hits.
     pic::Engine* engine = s.engine.get();
     s.cold->set_idle_work([engine] { return engine->prefetch_one(); });
+    if (plans_hit_reads(a, mode, ranks)) {
+      // Hits in the workers' shards are read where they live (docs/cluster.md).
+      cluster::HitReadPlan plan =
+          cluster::plan_hit_reads(comm, cluster::parse_hit_reads(a.hit_reads), *s.st);
+      for (const std::string& note : plan.notes) std::fprintf(stderr, "serve: %s\n", note.c_str());
+      std::string readers;
+      for (const auto& [shard, worker] : plan.shard_reader)
+        readers += (readers.empty() ? "" : ", ") + std::string("rank ") + std::to_string(worker) +
+                   " reads " + shard;
+      std::map<int, size_t> remote;
+      for (const auto& [key, worker] : plan.remote_keys) ++remote[worker];
+      for (const auto& [worker, n] : remote)
+        readers += (readers.empty() ? "" : ", ") + std::string("rank ") + std::to_string(worker) +
+                   " reads " + std::to_string(n) + " entries of a shard rank 0 cannot open";
+      if (!s.st->shard_paths().empty())  // a store without shards: nothing to say
+        std::fprintf(stderr, "serve: hit reads %s: %s\n", a.hit_reads.c_str(),
+                     readers.empty() ? "rank 0 reads every hit" : readers.c_str());
+      const bool any = !plan.shard_reader.empty() || !plan.remote_keys.empty();
+      s.cold->set_hit_reads(std::move(plan), s.st.get());
+      cluster::RemoteColdSource* cold = s.cold.get();
+      if (any)
+        s.engine->set_remote_hits(
+            [cold](const std::string& key) { return cold->hit_reader(key) > 0; });
+    }
   }
   if (a.compare_full) {
     pic::EngineOptions fo = eo;
@@ -185,6 +217,7 @@ int run_serve(const ServeArgs& a) {
   if (!a.corpus.empty()) require_regular_file(a.corpus, "--corpus");
   require_regular_file(a.queries, "--queries");
   const DeviceChoice device = choose_device(a.device);
+  cluster::parse_hit_reads(a.hit_reads);  // checked before anything loads
   cluster::check_world_size(a.ranks);
   const cluster::Communicator comm = cluster::Communicator::world().duplicate();
   const cluster::WorldInfo world = cluster::describe_world(comm.get());
@@ -192,7 +225,12 @@ int run_serve(const ServeArgs& a) {
   const cluster::GpuPlan gpus = bind_rank_gpu(device, comm.get(), world);
   LoadedPicModel m = load_pic_model(a.model, *device.backend, a.byte_tokenizer);
   if (world.rank != 0) {  // a worker: computes the cold segments rank 0 sends
-    cluster::run_worker(comm.get(), *m.model, junction, gpus.link.get());
+    // and, with --hit-reads owner|auto, reads the hits of the shard rank 0 gives it.
+    std::unique_ptr<store::SegmentStore> hit_shard;
+    if (plans_hit_reads(a, mode, world.size))
+      hit_shard = cluster::open_hit_shard(comm.get(), m.fingerprint, junction.store_code());
+    cluster::run_worker(comm.get(), *m.model, junction, gpus.link.get(), 0, nullptr, DType::BF16,
+                        hit_shard.get());
     return 0;
   }
   const model::ModelConfig& cfg = m.model->config();
@@ -233,6 +271,7 @@ int run_serve(const ServeArgs& a) {
   summary.memory_evictions = s.engine->memory_evictions();
   json metrics = summary.metrics_json();
   if (s.cold) metrics["prefetched_entries"] = s.engine->prefetched();
+  if (s.cold && s.st) metrics["hit_reads"] = a.hit_reads;
   size_t store_entries = 0;
   if (s.st) {
     metrics["store"] = s.st->path();
@@ -294,6 +333,11 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--dtype", a->dtype, "element type of a store created here")
       ->capture_default_str();
   sub->add_option("--on-bad-line", a->on_bad_line, "fail | skip")->capture_default_str();
+  sub->add_option("--hit-reads", a->hit_reads,
+                  "with workers: who reads store hits in the workers' shards: auto (rank 0 "
+                  "reads what it can open, a shard's own worker the rest), rank0, or owner (the "
+                  "worker that wrote the shard reads it and sends the entry); docs/cluster.md")
+      ->capture_default_str();
   sub->add_option("--ranks", a->ranks,
                   "MPI ranks this job must have (0: whatever the launcher started)")
       ->capture_default_str()

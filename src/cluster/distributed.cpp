@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -134,7 +135,7 @@ Command next_command(MPI_Comm comm) {
 
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
                 kernels::DeviceLink* link, double entry_tolerance, store::SegmentStore* shard,
-                DType entry_dtype) {
+                DType entry_dtype, store::SegmentStore* hit_shard) {
   announce_worker(comm, 0);
   const int delay_ms = debug_worker_delay_ms();
   if (delay_ms > 0) {
@@ -155,6 +156,17 @@ void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& jun
                         ? task.junction
                         : junction.tokens_for(static_cast<int64_t>(task.tokens.size()));
       double seconds = 0;
+      if (task.read_stored) {  // a hit in the shard this worker reads: its copy, not computed
+        HYPIC_REQUIRE(hit_shard != nullptr,
+                      "rank 0 asked for a stored entry, but this rank reads no shard");
+        store::ReadResult rr = hit_shard->read(task.key);
+        if (rr.status == store::EntryStatus::kValid) {
+          rr.entry->arrays[kReadFromShardArray] = Tensor({1}, 1.0f);
+          sender.send(task.segment, task.key, *rr.entry);
+          return;
+        }
+        // Missing or damaged there: computed as any cold segment (rank 0 puts it in its store).
+      }
       if (task.to_device) {  // the NCCL path: the entry never leaves device memory here
         HYPIC_REQUIRE(device_sender != nullptr,
                       "rank 0 asked for an entry through the device link, which this rank lacks");
@@ -418,6 +430,12 @@ struct RemoteColdSource::State {
   DispatchStats stats;
   pic::LocalColdSource local;           // with one rank: the engine's own way, so results match
   kernels::DeviceLink* link = nullptr;  // the NCCL path: entries arrive in device memory
+  // Serve's hit reads: who reads which hit, over rank 0's store; the current query's hits that
+  // workers read (segment -> worker); whether the last take() returned one of them.
+  HitReadPlan hits;
+  const store::SegmentStore* store = nullptr;
+  std::map<int64_t, int> reads;
+  bool last_stored = false;
 
   State(MPI_Comm c, model::Model& m, CostModel cm) : comm(c), model(m), cost(cm), local(m) {}
 };
@@ -468,6 +486,21 @@ uint64_t RemoteColdSource::idle_calls() const {
   return s_->idle_calls;
 }
 
+void RemoteColdSource::set_hit_reads(HitReadPlan plan, const store::SegmentStore* store) {
+  s_->hits = std::move(plan);
+  s_->store = store;
+}
+
+int RemoteColdSource::hit_reader(const std::string& key) const {
+  if (s_->workers == 0 || s_->store == nullptr) return 0;
+  if (s_->hits.shard_reader.empty() && s_->hits.remote_keys.empty()) return 0;
+  return s_->hits.reader(key, s_->store->holder(key));
+}
+
+bool RemoteColdSource::taken_from_store() const {
+  return s_->last_stored;
+}
+
 void RemoteColdSource::begin(const std::vector<pic::ColdSegment>& cold) {
   if (s_->workers == 0) {  // computed in take()
     s_->local.begin(cold);
@@ -481,11 +514,28 @@ void RemoteColdSource::begin(const std::vector<pic::ColdSegment>& cold) {
     s_->pending.emplace(c.index, c);
   }
   s_->order = std::make_unique<PromptOrderBuffer>(order);
+  // Hits read where they live go first: a worker runs its commands in order, and a hit is
+  // only a read, so it is not queued behind the segments that worker computes.
+  s_->reads.clear();
+  for (const pic::ColdSegment& c : cold) {
+    if (!c.stored) continue;
+    const int worker = hit_reader(c.key);
+    HYPIC_REQUIRE(worker > 0, "cold source: segment " + std::to_string(c.index) +
+                                  " is a stored hit that no worker reads");
+    Task t{c.index, c.key, c.tokens, c.junction};
+    t.read_stored = true;
+    s_->watch->assign(worker, c.index,
+                      (s_->query_label.empty() ? "" : "of query \"" + s_->query_label + "\", ") +
+                          std::string("reading a hit from its shard, ") + task_label("", t));
+    s_->sender->send(worker, t);
+    s_->reads.emplace(c.index, worker);
+  }
   std::vector<double> costs;
   s_->tasks.clear();
   s_->labels.clear();
   s_->task_of.clear();
   for (const pic::ColdSegment& c : cold) {
+    if (c.stored) continue;
     costs.push_back(s_->cost.predict(static_cast<int64_t>(c.tokens.size())));
     s_->task_of.emplace(c.index, s_->tasks.size());
     s_->tasks.push_back({c.index, c.key, c.tokens, c.junction, s_->link != nullptr});
@@ -515,6 +565,16 @@ pic::SegmentEntry RemoteColdSource::take(int64_t index) {
   s_->pending.erase(it);
   while (!s_->order->next_ready()) {
     for (ReceivedEntry& got : wait_entries(*s_->receiver, *s_->watch, &s_->idle, &s_->idle_calls)) {
+      const auto read = s_->reads.find(got.segment);
+      if (read != s_->reads.end()) {  // a hit read where it lives
+        HYPIC_REQUIRE(read->second == got.source,
+                      "cold source: rank " + std::to_string(got.source) + " sent segment " +
+                          std::to_string(got.segment) + ", which rank " +
+                          std::to_string(read->second) + " was asked to read");
+        s_->reads.erase(read);
+        s_->order->put(std::move(got));
+        continue;
+      }
       const auto t = s_->task_of.find(got.segment);
       HYPIC_REQUIRE(t != s_->task_of.end(), "cold source: rank " + std::to_string(got.source) +
                                                 " sent segment " + std::to_string(got.segment) +
@@ -532,11 +592,188 @@ pic::SegmentEntry RemoteColdSource::take(int64_t index) {
                 "cold source: rank " + std::to_string(got.source) + " sent segment " +
                     std::to_string(got.segment) + " where segment " + std::to_string(index) +
                     " was due");
-  const double seconds = take_compute_seconds(got.entry);
-  s_->stats.busy_s[static_cast<size_t>(got.source - 1)] += seconds;
-  ++s_->stats.segments[static_cast<size_t>(got.source - 1)];
-  samples_.push_back({got.entry.n_tokens, seconds});
+  s_->last_stored = got.entry.arrays.erase(kReadFromShardArray) == 1;
+  HYPIC_REQUIRE(!s_->last_stored || seg.stored, "cold source: rank " + std::to_string(got.source) +
+                                                    " sent a stored entry for segment " +
+                                                    std::to_string(index) +
+                                                    ", which it was asked to compute");
+  if (!s_->last_stored) {  // computed (a hit whose shard copy was damaged included)
+    const double seconds = take_compute_seconds(got.entry);
+    const size_t w = static_cast<size_t>(got.source - 1);
+    if (w < s_->stats.busy_s.size()) {
+      s_->stats.busy_s[w] += seconds;
+      ++s_->stats.segments[w];
+    }
+    samples_.push_back({got.entry.n_tokens, seconds});
+  }
   return pic::from_store_entry(std::move(got.entry), s_->model.config(), seg.junction);
+}
+
+// ---- serve's hit reads ---------------------------------------------------------------------
+
+HitReads parse_hit_reads(const std::string& text) {
+  if (text == "auto") return HitReads::kAuto;
+  if (text == "rank0") return HitReads::kRank0;
+  if (text == "owner") return HitReads::kOwner;
+  throw Error("--hit-reads must be auto, rank0 or owner, got '" + text + "'");
+}
+
+const char* hit_reads_name(HitReads mode) {
+  switch (mode) {
+    case HitReads::kAuto:
+      return "auto";
+    case HitReads::kRank0:
+      return "rank0";
+    case HitReads::kOwner:
+      return "owner";
+  }
+  return "?";
+}
+
+int HitReadPlan::reader(const std::string& key, const std::string& holder) const {
+  if (!holder.empty()) {
+    const auto it = shard_reader.find(holder);
+    return it == shard_reader.end() ? 0 : it->second;
+  }
+  const auto it = remote_keys.find(key);
+  return it == remote_keys.end() ? 0 : it->second;
+}
+
+namespace {
+
+// The rank whose warm-up wrote `shard` (STORE.rank<r>.h5 beside `store_path`), or 0.
+int shard_writer(const std::string& store_path, const std::string& shard) {
+  const std::string prefix = std::filesystem::path(store_path).filename().string() + ".rank";
+  const std::string name = std::filesystem::path(shard).filename().string();
+  if (name.size() <= prefix.size() + 3 || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - 3, 3, ".h5") != 0)
+    return 0;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 3);
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return std::stoi(digits);
+}
+
+// A string from rank 0 to every rank.
+std::string broadcast_text(MPI_Comm comm, std::string text) {
+  uint64_t n = text.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+  text.resize(n);
+  MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, 0, comm);
+  return text;
+}
+
+// Every rank's string, on rank 0 (others get an empty list).
+std::vector<std::string> gather_text(MPI_Comm comm, const std::string& text) {
+  const int n = comm_size(comm);
+  const bool root = comm_rank(comm) == 0;
+  const int mine = static_cast<int>(text.size());
+  std::vector<int> sizes(root ? static_cast<size_t>(n) : 0);
+  MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> offsets(sizes.size(), 0);
+  int total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = total;
+    total += sizes[i];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Gatherv(text.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+              comm);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out.push_back(all.substr(static_cast<size_t>(offsets[i]), static_cast<size_t>(sizes[i])));
+  return out;
+}
+
+}  // namespace
+
+HitReadPlan plan_hit_reads(MPI_Comm comm, HitReads mode, const store::SegmentStore& store) {
+  const int ranks = comm_size(comm);
+  HitReadPlan plan;
+  std::map<std::string, std::string> unreadable;  // shard -> why rank 0 cannot open it
+  for (const store::ShardProblem& p : store.shard_problems()) unreadable.emplace(p.path, p.problem);
+  nlohmann::json asks = nlohmann::json::array();
+  for (int r = 0; r < ranks; ++r) asks.push_back({{"shard", ""}, {"keys", false}});
+  if (mode != HitReads::kRank0) {
+    for (const std::string& shard : store.shard_paths()) {
+      const int writer = shard_writer(store.path(), shard);
+      const auto why = unreadable.find(shard);
+      const bool readable = why == unreadable.end();
+      if (writer >= 1 && writer < ranks) {
+        if (mode == HitReads::kOwner || !readable) {
+          asks[static_cast<size_t>(writer)] = {{"shard", shard}, {"keys", !readable}};
+          plan.shard_reader.emplace(shard, writer);
+        }
+        continue;
+      }
+      const std::string whose = writer >= 1 ? "its writer, rank " + std::to_string(writer) +
+                                                  ", is not in this job of " +
+                                                  std::to_string(ranks) + " ranks"
+                                            : "it has no writer rank in its name";
+      if (readable) {
+        if (mode == HitReads::kOwner)
+          plan.notes.push_back("shard " + shard + ": " + whose + "; rank 0 reads its hits");
+      } else if (mode == HitReads::kOwner) {
+        throw Error("shard " + shard + " cannot be read by rank 0 (" + why->second + ") and " +
+                    whose + "; run serve with at least " + std::to_string(writer + 1) +
+                    " ranks, rank r on the node that holds STORE.rank<r>.h5");
+      }
+    }
+  }
+  for (const std::string& shard : store.shard_paths())
+    if (unreadable.count(shard) != 0 && plan.shard_reader.count(shard) != 0)
+      plan.shard_reader.erase(shard);  // rank 0's store does not hold it: its keys route it
+  nlohmann::json message = {{"dtype", static_cast<int>(store.dtype())}, {"asks", asks}};
+  broadcast_text(comm, message.dump());
+  const std::vector<std::string> replies = gather_text(comm, "");
+  for (int r = 1; r < ranks; ++r) {
+    const nlohmann::json reply = nlohmann::json::parse(replies[static_cast<size_t>(r)]);
+    if (reply.contains("error")) {
+      if (mode == HitReads::kOwner) throw Error(reply["error"].get<std::string>());
+      // auto: neither rank 0 nor the worker can read it, so its entries are computed again,
+      // as they are without hit reads; said in one line.
+      plan.notes.push_back("warning: " + reply["error"].get<std::string>() +
+                           "; its hits are computed as cold segments");
+      for (auto it = plan.shard_reader.begin(); it != plan.shard_reader.end();)
+        it = it->second == r ? plan.shard_reader.erase(it) : std::next(it);
+      continue;
+    }
+    if (reply.contains("keys"))
+      for (const auto& k : reply["keys"]) plan.remote_keys.emplace(k.get<std::string>(), r);
+  }
+  return plan;
+}
+
+std::unique_ptr<store::SegmentStore> open_hit_shard(MPI_Comm comm, const std::string& fingerprint,
+                                                    int junction_code) {
+  const nlohmann::json message = nlohmann::json::parse(broadcast_text(comm, ""));
+  const nlohmann::json& ask = message["asks"][static_cast<size_t>(comm_rank(comm))];
+  const std::string path = ask["shard"].get<std::string>();
+  std::unique_ptr<store::SegmentStore> shard;
+  nlohmann::json reply = nlohmann::json::object();
+  if (!path.empty()) {
+    try {
+      shard = std::make_unique<store::SegmentStore>(
+          store::SegmentStore::open(path, fingerprint, junction_code, store::OpenMode::kRead));
+      const DType dtype = static_cast<DType>(message["dtype"].get<int>());
+      HYPIC_REQUIRE(shard->dtype() == dtype, std::string("it stores ") +
+                                                 dtype_name(shard->dtype()) + ", its store " +
+                                                 dtype_name(dtype));
+      if (ask["keys"].get<bool>()) reply["keys"] = shard->keys();
+    } catch (const std::exception& e) {
+      shard.reset();
+      const ProcessIdentity me = this_process(comm);
+      reply = {{"error", "worker rank " + std::to_string(me.rank) + " (pid " +
+                             std::to_string(me.pid) + " on " + me.host +
+                             ") cannot read its shard " + path + ": " + e.what() +
+                             "; the store and its shards are untouched; make the shard readable "
+                             "on that node, or serve with --hit-reads rank0 where rank 0 can read "
+                             "it"}};
+    }
+  }
+  gather_text(comm, reply.dump());
+  return shard;
 }
 
 std::string cost_model_path(const std::string& store_path) {

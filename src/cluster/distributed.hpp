@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ inline constexpr const char* kComputeSecondsArray = "_hypic/compute_seconds";
 // The reserved array that makes a message a receipt (a sharded warm-up): the worker has put the
 // entry into its shard and committed it; the message holds no other array than the two reserved.
 inline constexpr const char* kStoredInShardArray = "_hypic/stored_in_shard";
+// The reserved array that marks an entry a worker read from its shard (serve's hit reads, one
+// float, 1): a store hit, not a computed entry. Rank 0 removes it before the entry is used.
+inline constexpr const char* kReadFromShardArray = "_hypic/read_from_shard";
 
 // A worker's loop: announces itself to rank 0 (announce_worker; rank 0 watches it
 // with one WorkerWatch per call), computes every Task from rank 0 (junction window
@@ -43,9 +47,13 @@ inline constexpr const char* kStoredInShardArray = "_hypic/stored_in_shard";
 // `shard` (a sharded warm-up; null: send entries): each entry is put into this store, committed,
 // and only a receipt (kStoredInShardArray and the compute time) goes to rank 0.
 // `entry_dtype`: the store's dtype the forms are chosen for (fp8 forms only where it keeps them).
+// `hit_shard` (serve with --hit-reads owner|auto): the shard this worker reads hits from; a Task
+// with read_stored sends that shard's copy (marked kReadFromShardArray), or computes the entry
+// when the copy is missing or damaged.
 void run_worker(MPI_Comm comm, model::Model& model, const pic::JunctionSpec& junction,
                 kernels::DeviceLink* link = nullptr, double entry_tolerance = 0,
-                store::SegmentStore* shard = nullptr, DType entry_dtype = DType::BF16);
+                store::SegmentStore* shard = nullptr, DType entry_dtype = DType::BF16,
+                store::SegmentStore* hit_shard = nullptr);
 
 // Tells every worker to stop (rank 0; nothing to do with one rank).
 void shutdown_workers(MPI_Comm comm);
@@ -115,6 +123,41 @@ WarmupResult warmup_across_ranks(MPI_Comm comm, model::Model& model, const std::
                                  const std::vector<std::vector<int32_t>>& docs,
                                  store::SegmentStore* store, const WarmupOptions& options);
 
+// Who reads serve's store hits that live in the workers' shards (docs/cluster.md, "Hits read
+// where they live", serve --hit-reads):
+enum class HitReads {
+  kAuto,   // rank 0 reads every shard it can open; a worker reads its own shard where rank 0
+           // cannot (node-local storage)
+  kRank0,  // rank 0 reads every hit itself (a shared file system), as before
+  kOwner,  // worker r reads the hits in the shard STORE.rank<r>.h5 and sends them to rank 0
+};
+HitReads parse_hit_reads(const std::string& text);  // auto | rank0 | owner; else a hypic::Error
+const char* hit_reads_name(HitReads mode);
+
+// Rank 0's plan of who reads which hit.
+struct HitReadPlan {
+  std::map<std::string, int> shard_reader;  // shard path (SegmentStore::shard_paths) -> worker
+  // The keys of the shards rank 0 cannot open, from their workers -> that worker.
+  std::map<std::string, int> remote_keys;
+  std::vector<std::string> notes;  // lines for rank 0 to say (a shard it reads itself, and why)
+  // The worker that reads `key`, given the file the store on rank 0 would read it from
+  // (SegmentStore::holder); 0: rank 0 reads it (or no file holds it).
+  int reader(const std::string& key, const std::string& holder) const;
+};
+
+// Collective over `comm` (serve with workers, a pic mode and a store; rank 0 and every worker
+// call their half). Rank 0 decides from its store's manifest which worker reads each shard:
+// worker r the shard STORE.rank<r>.h5 it wrote (kOwner: every such shard; kAuto: those rank 0
+// cannot open); a shard whose writer rank is not in this job is read by rank 0 (a note), or,
+// when rank 0 cannot open it under kOwner, the job stops with a hypic::Error naming the shard.
+// Each worker asked opens its shard for reading (and sends its keys when rank 0 cannot open
+// it); one that cannot is named by rank 0: "worker rank R (pid P on HOST) cannot read its shard
+// S: why; ...". kRank0 needs no call.
+HitReadPlan plan_hit_reads(MPI_Comm comm, HitReads mode, const store::SegmentStore& store);
+// The worker's half: the shard it reads hits from, open for reading (empty: none).
+std::unique_ptr<store::SegmentStore> open_hit_shard(MPI_Comm comm, const std::string& fingerprint,
+                                                    int junction_code);
+
 // How the last query's cold segments were spread (RemoteColdSource::last_query()).
 struct DispatchStats {
   std::vector<double> busy_s;     // per worker used: the compute seconds it reported
@@ -152,6 +195,12 @@ class RemoteColdSource : public pic::ColdSource {
   // this way (Engine::prefetch_one). With one rank there is no waiting, so it is not called.
   void set_idle_work(std::function<bool()> work);
   uint64_t idle_calls() const;  // how often the idle work ran
+  // Serve's hit reads: the plan of plan_hit_reads, over `store` (rank 0's, kept open by the
+  // caller). hit_reader(key) is the worker that reads that hit (0: rank 0 reads it); a
+  // ColdSegment::stored segment goes to it ahead of the computed ones.
+  void set_hit_reads(HitReadPlan plan, const store::SegmentStore* store);
+  int hit_reader(const std::string& key) const;
+  bool taken_from_store() const override;
   // Measured compute times of every entry taken so far.
   const std::vector<CostSample>& samples() const { return samples_; }
 

@@ -325,6 +325,7 @@ Bytes serialize_command(const Command& command) {
     w.append(task->tokens.data(), task->tokens.size() * sizeof(int32_t));
     w.put(task->junction);
     w.put(static_cast<uint8_t>(task->to_device ? 1 : 0));
+    w.put(static_cast<uint8_t>(task->read_stored ? 1 : 0));
   } else {
     w.put(kCommandShutdown);
   }
@@ -351,6 +352,10 @@ Command deserialize_command(const uint8_t* data, size_t size) {
   const uint8_t to_device = r.get<uint8_t>();
   HYPIC_REQUIRE(to_device <= 1, "command message: bad entry route " + std::to_string(to_device));
   task.to_device = to_device == 1;
+  const uint8_t read_stored = r.get<uint8_t>();
+  HYPIC_REQUIRE(read_stored <= 1,
+                "command message: bad stored-entry flag " + std::to_string(read_stored));
+  task.read_stored = read_stored == 1;
   r.expect_end();
   return task;
 }

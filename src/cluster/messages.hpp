@@ -95,6 +95,10 @@ struct Task {
   // The entry goes to rank 0's device through the worker's DeviceLink (the NCCL path), not
   // through host memory and MPI; set by rank 0 only when both ends have a link.
   bool to_device = false;
+  // Serve with --hit-reads owner|auto: the segment is a store hit in the shard this worker
+  // reads; it sends the stored entry (marked kReadFromShardArray, distributed.hpp) instead of
+  // computing one, and computes it only when its shard's copy is missing or damaged.
+  bool read_stored = false;
 };
 struct Shutdown {};
 using Command = std::variant<Task, Shutdown>;

@@ -107,7 +107,8 @@ void Engine::queue_prefetch(const Query& next) {
     if (seg.empty()) continue;
     const int w = options_.junction.tokens_for(static_cast<int64_t>(seg.size()));
     std::string key = store::entry_key(fingerprint_, seg, w);
-    if (!entries_.get(key) && store_->contains(key)) prefetch_.emplace_back(std::move(key), w);
+    if (!entries_.get(key) && store_->contains(key) && !(remote_hits_ && remote_hits_(key)))
+      prefetch_.emplace_back(std::move(key), w);
   }
 }
 
@@ -252,6 +253,11 @@ Engine::Lookup Engine::lookup_cached(const std::string& key, int w, QueryResult&
     r.times.store_read += seconds_since(t0);
     return lk;
   }
+  if (remote_hits_ && remote_hits_(key)) {  // read by the worker holding its shard
+    lk.tier = Lookup::kRemote;
+    r.times.store_read += seconds_since(t0);
+    return lk;
+  }
   if (store_ != nullptr) {
     store::ReadResult rr = store_->read(key);
     if (rr.status == store::EntryStatus::kValid) {
@@ -327,7 +333,7 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     routed[i] = lookup_cached(keys[i], w, r);
     if (!routed[i].entry) {
       first_cold.emplace(keys[i], static_cast<int64_t>(i));
-      cold.push_back({static_cast<int64_t>(i), keys[i], seg, w});
+      cold.push_back({static_cast<int64_t>(i), keys[i], seg, w, routed[i].tier == Lookup::kRemote});
     }
   }
   if (!cold.empty()) cold_source_->begin(cold);
@@ -353,7 +359,17 @@ void Engine::run_pic(const Query& q, QueryResult& r) {
     } else {
       const auto t1 = Clock::now();
       const uint64_t copied = stats::entry_bytes_copied();
-      entries[i] = keep_cold(keys[i], cold_source_->take(static_cast<int64_t>(i)));
+      SegmentEntry got = cold_source_->take(static_cast<int64_t>(i));
+      if (cold_source_->taken_from_store()) {  // a hit, read from its shard by a worker
+        r.hit_bytes_from_workers += got.bytes();
+        entries[i] = keep_in_memory(keys[i], std::move(got));
+        ++r.hits_store;
+        ++r.hits_read_by_workers;
+        r.times.store_read += seconds_since(t1);
+        continue;
+      }
+      if (routed[i].tier == Lookup::kRemote) ++r.damaged;  // its shard's copy was damaged
+      entries[i] = keep_cold(keys[i], std::move(got));
       r.cold_bytes_copied += stats::entry_bytes_copied() - copied;
       r.cold_entry_bytes += entries[i]->bytes();
       r.times.cold_fill += seconds_since(t1);

@@ -5,6 +5,7 @@
 // its cold segments then come from the workers through a ColdSource (cluster/distributed.hpp).
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,6 +93,10 @@ struct QueryResult {
   // (common/copy_stats.hpp; docs/engine.md, "Bytes copied per cold entry").
   uint64_t cold_entry_bytes = 0;
   uint64_t cold_bytes_copied = 0;
+  // Store hits a worker read from the shard it holds and sent (serve --hit-reads; counted in
+  // hits_store too), and their bytes as received (f32).
+  int hits_read_by_workers = 0;
+  uint64_t hit_bytes_from_workers = 0;
   std::vector<float> first_logits;       // [vocab], when EngineOptions::keep_first_logits
   std::vector<StateShare> state_shares;  // when EngineOptions::measure_state_contribution
   std::vector<float> last_hidden;        // [hidden], last prompt token, residual stream before
@@ -104,6 +109,9 @@ struct ColdSegment {
   std::string key;
   std::vector<int32_t> tokens;
   int junction = 0;  // w
+  // A store hit that a worker reads from its shard (Engine::set_remote_hits), not a segment
+  // to compute; its entry is computed only when that copy turns out damaged.
+  bool stored = false;
 };
 
 // Where a query's cold entries come from: computed in place (LocalColdSource) or by the
@@ -118,6 +126,9 @@ class ColdSource {
   virtual ~ColdSource() = default;
   virtual void begin(const std::vector<ColdSegment>& cold) = 0;
   virtual SegmentEntry take(int64_t index) = 0;
+  // Whether the last take() returned a stored entry (a ColdSegment::stored one read from its
+  // shard) rather than a computed one.
+  virtual bool taken_from_store() const { return false; }
 };
 
 // Computes each cold entry in take(), in this process: one rank, or an engine without workers.
@@ -145,6 +156,12 @@ class Engine {
 
   // Cold segments then come from `source` (not owned; null: computed in place).
   void set_cold_source(ColdSource* source) { cold_source_ = source != nullptr ? source : &local_; }
+  // Store hits that a worker reads where they live (serve --hit-reads, docs/cluster.md):
+  // `remote(key)` true routes a segment not in the memory tier to the cold source as a
+  // ColdSegment::stored one instead of reading the store here; it is not read ahead either.
+  void set_remote_hits(std::function<bool(const std::string& key)> remote) {
+    remote_hits_ = std::move(remote);
+  }
 
   // Reading a query's store hits ahead, while rank 0 would otherwise wait for the workers
   // (RemoteColdSource::set_idle_work). queue_prefetch replaces the queue with the segments of
@@ -169,7 +186,7 @@ class Engine {
  private:
   struct Lookup {
     std::shared_ptr<const SegmentEntry> entry;
-    enum { kMemory, kStore, kCold } tier = kCold;
+    enum { kMemory, kStore, kRemote, kCold } tier = kCold;
     bool damaged = false;
   };
   // The memory tier, then the store; a null entry when the segment is cold.
@@ -200,6 +217,7 @@ class Engine {
   std::unique_ptr<EntryUploader> uploader_;           // computing on a device only
   std::deque<std::pair<std::string, int>> prefetch_;  // key, junction tokens
   uint64_t prefetched_ = 0;
+  std::function<bool(const std::string& key)> remote_hits_;
 };
 
 }  // namespace hypic::pic

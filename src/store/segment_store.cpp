@@ -1031,6 +1031,15 @@ std::vector<std::string> SegmentStore::shard_paths() const {
   return out;
 }
 
+std::string SegmentStore::holder(const std::string& key) const {
+  Hash128 h;
+  if (!parse_hex128(key, h)) return "";
+  if (impl_->holds_valid(h)) return impl_->path;
+  for (const Impl::Shard& s : impl_->shards)
+    if (s.impl && s.impl->holds_valid(h)) return s.path;
+  return "";
+}
+
 std::vector<ShardProblem> SegmentStore::shard_problems() const {
   std::vector<ShardProblem> out;
   for (const Impl::Shard& s : impl_->shards)

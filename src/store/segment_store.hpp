@@ -165,6 +165,10 @@ class SegmentStore {
   // (absent, unreadable, made for another model, junction width or dtype); their entries count
   // as missing.
   std::vector<std::string> shard_paths() const;
+  // The file a read of `key` tries first: path() when the store file holds it, else the first
+  // shard (manifest order) that does, as shard_paths() names it; "" when no file holds it (or
+  // only known-damaged copies). Serve uses it to send a hit to the worker that holds its shard.
+  std::string holder(const std::string& key) const;
   std::vector<ShardProblem> shard_problems() const;
   // Closes the shards (a writer of its own shards in another process may then open them), and
   // opens them again from the manifest, seeing what their writers committed meanwhile.

@@ -19,6 +19,7 @@
 #include "mpi_device_link.hpp"
 #include "pic/engine.hpp"
 #include "store/segment_store.hpp"
+#include "store/shards.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -362,6 +363,211 @@ TEST(Distributed, RankZeroReadsTheNextQuerysHitsWhileWorkersComputeWithoutChangi
 
   hypic::cluster::shutdown_workers(comm.get());
   one.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
+// Damages the stored values of `key` in the file of `store` that holds it (one byte flipped in
+// the middle of its largest array, found by its bf16 bytes): its checksum then fails on read.
+void damage_entry(SegmentStore& store, const std::string& key) {
+  const std::string file = store.holder(key);
+  ASSERT_FALSE(file.empty()) << key;
+  const auto e = store.get(key);
+  ASSERT_TRUE(e.has_value());
+  const hypic::Tensor* big = nullptr;
+  for (const auto& [name, t] : e->arrays)
+    if (big == nullptr || t.numel() > big->numel()) big = &t;
+  ASSERT_GE(big->numel(), 64);
+  std::string pattern(32, '\0');
+  hypic::store::encode(hypic::DType::BF16, big->data() + big->numel() / 2, 16, pattern.data());
+  std::string bytes;
+  {
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.rfind(pattern), at);  // one place only
+  std::FILE* f = std::fopen(file.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, static_cast<long>(at + 3), SEEK_SET);
+  const char flipped = static_cast<char>(bytes[at + 3] ^ 0x40);
+  std::fwrite(&flipped, 1, 1, f);
+  std::fclose(f);
+}
+
+// Serve's hit reads (--hit-reads owner, docs/cluster.md "Hits read where they live"): after a
+// sharded warm-up, worker r reads the hits in the shard it wrote and sends them; rank 0 reads
+// the store file and a shard whose writer rank is not in this job; a copy found damaged is
+// computed by the worker that read it. Answers and first-token logits equal a one-process engine
+// reading every hit itself, bit for bit.
+TEST(Distributed, HitsReadWhereTheyLiveGiveWhatRankZeroReadingThemGives) {
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
+  const std::string fp = "test-fingerprint";
+  const hypic::pic::EngineOptions eo = pic_options();
+  const int code = eo.junction.store_code();
+  const Communicator comm = Communicator::world().duplicate();
+  const int ranks = comm.size();
+  fs::path dir;
+  if (comm.rank() == 0) dir = scratch("hitreads");
+  const std::string path = broadcast_text(comm.get(), (dir / "s.h5").string());
+  hypic::cluster::WarmupOptions wo;
+  wo.junction = eo.junction;
+  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  wo.writers = hypic::cluster::Writers::kShards;
+  wo.store_path = path;
+  if (comm.rank() != 0) {
+    hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, wo);
+    const auto shard = hypic::cluster::open_hit_shard(comm.get(), fp, code);
+    EXPECT_TRUE(shard != nullptr);
+    hypic::cluster::run_worker(comm.get(), model, eo.junction, nullptr, 0, nullptr,
+                               hypic::DType::BF16, shard.get());
+    return;
+  }
+  const int vocab = model.config().vocab_size;
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> docs;
+  for (int n : {30, 11, 52, 19, 27, 8, 44, 23})
+    docs.push_back(pic_test::random_tokens(rng, n, vocab));
+  SegmentStore many = new_store(path, fp, hypic::DType::BF16);
+  const std::vector<std::vector<int32_t>> warm(docs.begin(), docs.begin() + 6);
+  hypic::cluster::warmup_across_ranks(comm.get(), model, fp, warm, &many, wo);
+  hypic::cluster::HitReadPlan plan;
+  if (ranks > 1) {
+    // docs[5]'s copy damaged in its shard (with one rank the store file, open for writing in
+    // this process, would serve it from HDF5's cache).
+    damage_entry(many,
+                 hypic::store::entry_key(
+                     fp, docs[5], eo.junction.tokens_for(static_cast<int64_t>(docs[5].size()))));
+    // A shard from a larger warm-up: its writer rank is not in this job, so rank 0 reads it.
+    const std::string extra = hypic::store::shard_path(path, ranks);
+    SegmentStore e = new_store(extra, fp, hypic::DType::BF16);
+    hypic::cluster::WarmupOptions single = wo;
+    single.writers = hypic::cluster::Writers::kRank0;
+    hypic::cluster::warmup_across_ranks(MPI_COMM_SELF, model, fp, {docs[6]}, &e, single);
+    e.close();
+    hypic::store::add_to_shard_manifest(path, {extra});
+    many.reload_shards();
+    plan = hypic::cluster::plan_hit_reads(comm.get(), hypic::cluster::HitReads::kOwner, many);
+    EXPECT_EQ(plan.shard_reader.size(), static_cast<size_t>(ranks - 1));
+    EXPECT_EQ(plan.shard_reader.count(hypic::store::shard_path(path, 1)), 1u);
+    EXPECT_TRUE(plan.remote_keys.empty());  // rank 0 opens every shard here
+    ASSERT_EQ(plan.notes.size(), 1u);
+    EXPECT_NE(plan.notes[0].find("shard " + extra + ": its writer, rank " + std::to_string(ranks) +
+                                 ", is not in this job of " + std::to_string(ranks) +
+                                 " ranks; rank 0 reads its hits"),
+              std::string::npos)
+        << plan.notes[0];
+  }
+  SegmentStore ref = SegmentStore::open(path, fp, code, hypic::store::OpenMode::kRead);
+  Engine reference(model, fp, eo, &ref);  // one process, every hit read here
+  Engine spread(model, fp, eo, &many);
+  hypic::cluster::RemoteColdSource cold(comm.get(), model,
+                                        hypic::cluster::CostModel(0.0, 1.0, 0.0));
+  spread.set_cold_source(&cold);
+  cold.set_hit_reads(plan, &many);
+  spread.set_remote_hits([&cold](const std::string& key) { return cold.hit_reader(key) > 0; });
+  // q0: four hits in the shards; q1: a hit, the extra shard's, a cold one, a repeat;
+  // q2: the cold one of q1 (now in memory), a hit, a hit of q0 (in memory).
+  std::vector<hypic::pic::Query> qs(3);
+  qs[0].segments = {docs[0], docs[1], docs[2], docs[3]};
+  qs[1].segments = {docs[4], docs[6], docs[7], docs[4]};
+  qs[2].segments = {docs[7], docs[5], docs[0]};
+  int by_workers = 0, store_hits = 0, damaged = 0;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    qs[i].id = "q" + std::to_string(i);
+    qs[i].question = pic_test::random_tokens(rng, 5, vocab);
+    qs[i].max_new_tokens = 3;
+    const auto a = reference.run(qs[i]);
+    const auto b = spread.run(qs[i]);
+    EXPECT_EQ(a.answer, b.answer) << qs[i].id;
+    expect_same_bits(a.first_logits, b.first_logits, qs[i].id);
+    EXPECT_EQ(a.cold, b.cold) << qs[i].id;
+    EXPECT_EQ(a.hits_store, b.hits_store) << qs[i].id;
+    EXPECT_EQ(a.hits_memory, b.hits_memory) << qs[i].id;
+    EXPECT_EQ(a.damaged, b.damaged) << qs[i].id;
+    damaged += b.damaged;
+    by_workers += b.hits_read_by_workers;
+    store_hits += b.hits_store;
+    if (b.hits_read_by_workers == 0)
+      EXPECT_EQ(b.hit_bytes_from_workers, 0u);
+    else
+      EXPECT_GT(b.hit_bytes_from_workers, 0u);
+  }
+  // docs 0-4 come from the workers' shards; docs[6] from the extra shard on rank 0; docs[5]'s
+  // damaged copy was computed again.
+  EXPECT_EQ(by_workers, ranks > 1 ? 5 : 0);
+  EXPECT_EQ(store_hits, 6);
+  EXPECT_EQ(damaged, ranks > 1 ? 1 : 0);
+  hypic::cluster::shutdown_workers(comm.get());
+  ref.close();
+  many.close();
+  fs::remove_all(dir);
+}
+
+// A worker that cannot read the shard it is asked to read is named with its rank, host and the
+// shard, in one line (rank 0 throws it); with --hit-reads auto the line is a warning, and the
+// shard's entries are computed as cold ones.
+TEST(Distributed, AShardItsWorkerCannotReadIsNamedWithRankHostAndShard) {
+  const Communicator comm = Communicator::world().duplicate();
+  if (comm.size() == 1) GTEST_SKIP() << "needs a worker";
+  auto model = pic_test::remembering_tiny_model("qwen3_5", 7);
+  const std::string fp = "test-fingerprint";
+  const hypic::pic::EngineOptions eo = pic_options();
+  const int code = eo.junction.store_code();
+  fs::path dir;
+  if (comm.rank() == 0) dir = scratch("hitfault");
+  const std::string path = broadcast_text(comm.get(), (dir / "s.h5").string());
+  hypic::cluster::WarmupOptions wo;
+  wo.junction = eo.junction;
+  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  wo.writers = hypic::cluster::Writers::kShards;
+  wo.store_path = path;
+  if (comm.rank() != 0) {
+    hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, wo);
+    // Asked in owner mode (every shard), then in auto mode (only the one rank 0 cannot open).
+    EXPECT_EQ(hypic::cluster::open_hit_shard(comm.get(), fp, code) != nullptr, comm.rank() != 1);
+    EXPECT_EQ(hypic::cluster::open_hit_shard(comm.get(), fp, code), nullptr);
+    return;
+  }
+  std::mt19937 rng(9);
+  std::vector<std::vector<int32_t>> docs;
+  for (int n : {30, 11, 52, 19, 27, 8})
+    docs.push_back(pic_test::random_tokens(rng, n, model.config().vocab_size));
+  SegmentStore many = new_store(path, fp, hypic::DType::BF16);
+  hypic::cluster::warmup_across_ranks(comm.get(), model, fp, docs, &many, wo);
+  const std::string shard = hypic::store::shard_path(path, 1);
+  {
+    std::FILE* f = std::fopen(shard.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(4096, 'x');
+    ASSERT_EQ(std::fwrite(junk.data(), 1, junk.size(), f), junk.size());
+    std::fclose(f);
+  }
+  many.reload_shards();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string named = "worker rank 1 (pid ";
+  const std::string where = " on " + std::string(host) + ") cannot read its shard " + shard + ": ";
+  try {
+    hypic::cluster::plan_hit_reads(comm.get(), hypic::cluster::HitReads::kOwner, many);
+    ADD_FAILURE() << "a shard its worker cannot read was accepted";
+  } catch (const hypic::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(named, 0), 0u) << what;
+    EXPECT_NE(what.find(where), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  const auto plan =
+      hypic::cluster::plan_hit_reads(comm.get(), hypic::cluster::HitReads::kAuto, many);
+  EXPECT_EQ(plan.shard_reader.count(shard), 0u);
+  EXPECT_TRUE(plan.remote_keys.empty());
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_EQ(plan.notes[0].rfind("warning: " + named, 0), 0u) << plan.notes[0];
+  EXPECT_NE(plan.notes[0].find("; its hits are computed as cold segments"), std::string::npos);
   many.close();
   fs::remove_all(dir);
 }

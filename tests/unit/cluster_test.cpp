@@ -590,6 +590,14 @@ TEST(Messages, CommandsAndFailureReportsRoundTrip) {
   EXPECT_EQ(std::get<Task>(back).key, "abc");
   EXPECT_EQ(std::get<Task>(back).tokens, task.tokens);
   EXPECT_EQ(std::get<Task>(back).junction, 3);
+  EXPECT_FALSE(std::get<Task>(back).read_stored);
+  Task read = task;
+  read.read_stored = true;
+  const Bytes rb = serialize_command(read);
+  EXPECT_TRUE(std::get<Task>(deserialize_command(rb.data(), rb.size())).read_stored);
+  Bytes bad_flag = rb;
+  bad_flag.back() = 2;
+  EXPECT_THROW(deserialize_command(bad_flag.data(), bad_flag.size()), Error);
   const Bytes sb = serialize_command(Shutdown{});
   EXPECT_TRUE(std::holds_alternative<Shutdown>(deserialize_command(sb.data(), sb.size())));
   EXPECT_THROW(deserialize_command(tb.data(), tb.size() - 1), Error);
