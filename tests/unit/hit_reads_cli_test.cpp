@@ -18,6 +18,7 @@
 #include "cli_test_util.hpp"
 
 namespace {
+namespace hit_reads_cli_test {
 namespace fs = std::filesystem;
 using cli_test::clean_mpi_environment;
 using cli_test::CliRun;
@@ -157,4 +158,5 @@ TEST_F(HitReadsCli, AShardItsWorkerCannotReadIsNamedWithRankAndHost) {
   EXPECT_EQ(errors, 1u) << r.err;
 }
 
+}  // namespace hit_reads_cli_test
 }  // namespace
