@@ -25,6 +25,8 @@
 #               segment; a rerun under srun completes the store, equal to the one-process one
 #   serve       `mpirun -n 3 hypic serve --mode pic` on that store: the answers equal one
 #               process's on the one-process store, every segment a store hit
+#   serve-owner the same with `--hit-reads owner`: each hit read by the worker on the node that
+#               wrote its shard and sent to rank 0; the same answers
 #   eval        `mpirun -n 3 hypic eval` (dataset fixture, pic mode) with that store: exit 0
 #   kill        node 3's hypic processes killed (SIGKILL) mid-warm-up: the job fails with one
 #               `hypic: error:` line naming rank 2, hypic-node3 and its segments; the store
@@ -511,6 +513,19 @@ if ((RC == 0)) && [[ "$n_got" == "$n_queries" && "$got_answers" == "$ref_answers
 else
   result serve FAIL "exit $RC; $n_got of $n_queries answers; equal to one process's: $([[ "$got_answers" == "$ref_answers" ]] && echo yes || echo no); queries without cold segments: ${n_warm:-0}"
   show_log "$WORK/logs/serve.log"
+fi
+# The same queries with every hit read on the node whose worker wrote its shard and sent to
+# rank 0 over the bridge (serve --hit-reads owner; docs/cluster.md, "Hits read where they live").
+cluster_run "$(step_limit 60)" "$WORK/logs/serve-owner.log" "$HYPIC" "${SERVE[@]}" --store "$STORE" \
+  --hit-reads owner --out "$WORK/serve-owner"
+owner_answers=$(answers "$WORK/serve-owner/predictions.jsonl")
+owner_by_workers=$(grep -o '"hits_read_by_workers": *[0-9]*' "$WORK/serve-owner/metrics.json" \
+  2>/dev/null | grep -o '[0-9]*$')
+if ((RC == 0)) && [[ "$owner_answers" == "$ref_answers" ]] && ((${owner_by_workers:-0} > 0)); then
+  result serve-owner PASS "mpirun -n 3 serve --hit-reads owner: answers equal one process's; $owner_by_workers hits read on their shard's node"
+else
+  result serve-owner FAIL "exit $RC; equal: $([[ "$owner_answers" == "$ref_answers" ]] && echo yes || echo no); hits read by workers: ${owner_by_workers:-0}"
+  show_log "$WORK/logs/serve-owner.log"
 fi
 EVAL_OUT=$WORK/eval
 # The dataset and the prompt templates as copies in the work folder: the nodes see a private
