@@ -117,6 +117,23 @@ std::vector<int> cache_spans(const Span* spans, int n_spans, LayerCache& cache,
   return positions;
 }
 
+const float* unit_factor(const kernels::Backend& be, Workspace& ws, Workspace::Slot slot) {
+  float* one = ws.floats(slot, 1);
+  const float unit = 1.0f;
+  if (be.device() == Device::Host)
+    *one = unit;
+  else
+    be.copy_from_host(one, &unit, sizeof(float));
+  return one;
+}
+
+void place_rows(const kernels::Backend& be, const float* one, const float* src, int src_ld,
+                float* dst, int dst_ld, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  be.gemm_strided_batched(false, false, 1, cols, 1, 1.0f, one, 1, 0, src, cols, src_ld, 0.0f, dst,
+                          cols, dst_ld, rows);
+}
+
 void set_query_positions(const kernels::Backend& be, const std::vector<int>& positions,
                          kernels::AttentionDims& dims, Workspace& ws) {
   if (positions.empty()) return;

@@ -131,6 +131,14 @@ std::vector<int> cache_spans(const Span* spans, int n_spans, LayerCache& cache,
 void set_query_positions(const kernels::Backend& be, const std::vector<int>& positions,
                          kernels::AttentionDims& dims, Workspace& ws);
 
+// 1.0f in the workspace slot `slot`, in the backend's memory: place_rows' factor.
+const float* unit_factor(const kernels::Backend& be, Workspace& ws, Workspace::Slot slot);
+// dst[i, 0:cols] = src[i, 0:cols] for i < rows, each with its own leading dimension (a column
+// block written into a wider matrix, which copy_strided does not do): `rows` products
+// 1x1 · 1xcols with the factor `one` (unit_factor), one batched call: exact, on every backend.
+void place_rows(const kernels::Backend& be, const float* one, const float* src, int src_ld,
+                float* dst, int dst_ld, int rows, int cols);
+
 // What a softmax attention layer does after its projections (Qwen's gated attention and
 // Ring-linear's): span by span, RoPE on the span's q and k at its positions, its K and V
 // appended to the cache, then `after`; then every span's queries in one attention call over

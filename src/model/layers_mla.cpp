@@ -9,18 +9,6 @@
 #include "model/layers.hpp"
 
 namespace hypic::model {
-namespace {
-
-// dst[i, 0:cols] = src[i, 0:cols] for i < rows, each with its own leading dimension. The
-// backend's copies write contiguous rows only, so this is `rows` products 1x1 · 1xcols with
-// the factor `one` (= 1.0f in the backend's memory): exact, and on every backend.
-void place_rows(const kernels::Backend& be, const float* one, const float* src, int src_ld,
-                float* dst, int dst_ld, int rows, int cols) {
-  be.gemm_strided_batched(false, false, 1, cols, 1, 1.0f, one, 1, 0, src, cols, src_ld, 0.0f, dst,
-                          cols, dst_ld, rows);
-}
-
-}  // namespace
 
 void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeights& w,
                const float* x, float* out, const Span* spans, int n_spans, LayerCache& cache,
@@ -33,12 +21,7 @@ void mla_layer(const kernels::Backend& be, const ModelConfig& cfg, const MlaWeig
   const size_t rows = static_cast<size_t>(T);
   Lap lap(be);
 
-  float* one = ws.floats(Workspace::kJ, 1);
-  const float unit = 1.0f;
-  if (be.device() == Device::Host)
-    *one = unit;
-  else
-    be.copy_from_host(one, &unit, sizeof(float));
+  const float* one = unit_factor(be, ws, Workspace::kJ);
 
   // Queries: [q_nope | q_rope] per head, then absorbed into the latent space.
   float* q = ws.floats(Workspace::kA, rows * H * dq);

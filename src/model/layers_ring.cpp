@@ -125,23 +125,39 @@ void ring_linear_layer(const kernels::Backend& be, const ModelConfig& cfg, int l
     lap.to(ws.times.splice);
   }
 
-  // Group RMSNorm · sigmoid(gate), then dense, one group of columns at a time: the group's
-  // columns are gathered, normalised with their slice of g_norm, gated, and multiplied by
-  // their columns of dense into out.
+  // Group RMSNorm · sigmoid(gate), then dense. Each group's columns are gathered and
+  // normalised with their slice of g_norm. Only the rows from first_out on are normed and
+  // gated (the product takes the others as they are: its rows do not mix).
   const int groups = cfg.group_norm_size, cols = inner / groups;
   const float eps = static_cast<float>(cfg.rms_norm_eps) * static_cast<float>(hd);
-  // Only the rows from first_out on are normed and gated (the product takes the others as
-  // they are: its rows do not mix).
   float* part = ws.floats(Workspace::kG, rows * cols);
   const size_t f0 = static_cast<size_t>(first_out);
   const int needed = T - first_out;
-  for (int gi = 0; gi < groups; ++gi) {
-    float* pf = part + f0 * cols;
-    be.copy_strided(core + f0 * inner, inner, gi * cols, pf, needed, cols);
-    be.rms_norm(pf, f32(w.g_norm) + static_cast<size_t>(gi) * cols, pf, needed, cols, eps);
-    be.sigmoid_gate(pf, gate + f0 * inner + static_cast<size_t>(gi) * cols, needed, cols, inner);
-    be.gemm(false, true, T, hidden, cols, 1.0f, part, cols,
-            f32(w.dense) + static_cast<size_t>(gi) * cols, inner, 1.0f, out, hidden);
+  float* pf = part + f0 * cols;
+  if (w.dense.dtype() == DType::F32) {
+    // f32 dense (the host; a device without tensor_core_products()): each group, gated, is
+    // multiplied by its columns of dense into out, one f32 gemm per group.
+    for (int gi = 0; gi < groups; ++gi) {
+      be.copy_strided(core + f0 * inner, inner, gi * cols, pf, needed, cols);
+      be.rms_norm(pf, f32(w.g_norm) + static_cast<size_t>(gi) * cols, pf, needed, cols, eps);
+      be.sigmoid_gate(pf, gate + f0 * inner + static_cast<size_t>(gi) * cols, needed, cols, inner);
+      be.gemm(false, true, T, hidden, cols, 1.0f, part, cols,
+              f32(w.dense) + static_cast<size_t>(gi) * cols, inner, 1.0f, out, hidden);
+    }
+  } else {
+    // bf16 dense (model::to_backend for a device with tensor_core_products(), as every matrix
+    // the layers read through Backend::linear): each normalised group is written back into its
+    // columns of core, all of them are gated at once, and one product by the whole of dense
+    // (on tensor cores) adds them into out.
+    const float* one = unit_factor(be, ws, Workspace::kJ);
+    for (int gi = 0; gi < groups; ++gi) {
+      float* block = core + f0 * inner + static_cast<size_t>(gi) * cols;
+      be.copy_strided(core + f0 * inner, inner, gi * cols, pf, needed, cols);
+      be.rms_norm(pf, f32(w.g_norm) + static_cast<size_t>(gi) * cols, pf, needed, cols, eps);
+      place_rows(be, one, pf, cols, block, inner, needed, cols);
+    }
+    be.sigmoid_gate(core + f0 * inner, gate + f0 * inner, needed, inner, inner);
+    be.linear_from(first_out, core, w.dense, out, T, hidden, inner, /*accumulate=*/true);
   }
   lap.to(ws.times.gdn_out);
 }

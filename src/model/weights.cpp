@@ -88,7 +88,7 @@ std::vector<Tensor*> linear_matrices(ModelWeights& w) {
     for (Tensor* t : {&L.kda.qkv, &L.kda.f_a, &L.kda.g_a, &L.kda.f_b, &L.kda.g_b, &L.kda.b_proj,
                       &L.kda.o_proj, &L.lightning.qkv_proj, &L.lightning.output_gate,
                       &L.lightning.out_proj, &L.mla.q_proj, &L.mla.q_a_proj, &L.mla.q_b_proj,
-                      &L.mla.kv_a_proj, &L.mla.o_proj, &L.ring.qkv, &L.ring.g_proj})
+                      &L.mla.kv_a_proj, &L.mla.o_proj, &L.ring.qkv, &L.ring.g_proj, &L.ring.dense})
       if (t->rank() > 0 && !t->empty()) out.push_back(t);
   return out;
 }

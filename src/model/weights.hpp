@@ -95,10 +95,10 @@ struct ModelWeights {
 // The matrices the products read (projections, experts, embedding, lm_head): the tensors that
 // may be bf16. Empty ones (absent in this layer kind) are left out.
 std::vector<Tensor*> projection_matrices(ModelWeights& w);
-// projection_matrices and the other matrices the layers read only through Backend::linear
-// (KDA's, lightning's, MLA's q/kv_a/o and Ring's qkv/g_proj): what a backend with
-// tensor_core_products() receives in bf16. Left out, read in f32 by f32 gemms: MLA's kv_b_proj
-// (absorbed per head) and Ring's dense (per group at decode).
+// projection_matrices and the other matrices the layers read through Backend::linear (KDA's,
+// lightning's, MLA's q/kv_a/o, Ring's qkv/g_proj/dense): what a backend with
+// tensor_core_products() receives in bf16 (Ring's linear layers read an f32 dense, the host's,
+// per norm group by gemm). Left out, read by f32 gemms: MLA's kv_b_proj (absorbed per head).
 std::vector<Tensor*> linear_matrices(ModelWeights& w);
 
 // The f32 elements of a weight or cache tensor in its own memory (host, or a backend's device

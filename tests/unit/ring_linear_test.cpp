@@ -12,6 +12,7 @@
 #include "model/forward.hpp"
 #include "model/layers_ring.hpp"
 #include "model/presets.hpp"
+#include "model/safetensors.hpp"
 #include "pic/compose.hpp"
 #include "pic/entry_upload.hpp"
 #include "pic/segment_entry.hpp"
@@ -143,6 +144,61 @@ TEST(RingLinear, ResidentEntryReRotatesOnTheDevice) {
       EXPECT_EQ(got, reference.layers[l].state.to_vector())
           << "layer " << l << " offset " << prefix_len;
     }
+  }
+}
+
+// A bf16 dense, what a device with tensor_core_products() receives (model::to_backend), takes
+// the tensor-core route of ring_linear_layer's output (each norm group normalised and written
+// back into its columns, all gated at once, one Backend::linear by the whole of dense; issue #45)
+// instead of one f32 gemm per group. On the host (bf16 weights, exact f32 activations) it gives
+// the per-group route's logits with the same, bf16-representable, dense values up to the order
+// of the sums: for every row over three blocks (LogitsMode::All) and for the last row alone
+// (LogitsMode::Last: only the rows from first_out on are normed and gated).
+TEST(RingLinear, Bf16DenseOneProductMatchesThePerGroupProducts) {
+  namespace model = hypic::model;
+  const model::ModelConfig cfg =
+      model::preset_config(model::parse_arch("bailing_moe_linear"), "tiny");
+  ASSERT_GT(cfg.group_norm_size, 1);
+  model::ModelWeights per_group = model::random_weights(cfg, 21);
+  model::ModelWeights one_product = per_group;
+  int linear_layers = 0;
+  for (size_t l = 0; l < per_group.layers.size(); ++l) {
+    hypic::Tensor& dense = per_group.layers[l].ring.dense;
+    if (dense.rank() == 0) continue;
+    ASSERT_EQ(dense.dtype(), hypic::DType::F32) << "layer " << l;
+    hypic::Tensor bf16(dense.shape(), hypic::DType::BF16, hypic::Device::Host);
+    auto* bits = static_cast<uint16_t*>(bf16.raw());
+    float* values = dense.data();
+    for (int64_t i = 0; i < dense.numel(); ++i) {
+      bits[i] = model::f32_to_bf16(values[i]);
+      values[i] = model::bf16_to_f32(bits[i]);
+    }
+    one_product.layers[l].ring.dense = std::move(bf16);
+    if (cfg.layer_types[l] == LayerKind::RingLinear) ++linear_layers;
+  }
+  ASSERT_GT(linear_layers, 0);
+  Model a(cfg, per_group), b(cfg, one_product);
+  a.set_max_block_tokens(64);
+  b.set_max_block_tokens(64);
+  std::mt19937 rng(22);
+  const auto ids = pic_test::random_tokens(rng, 150, cfg.vocab_size);
+  for (LogitsMode mode : {LogitsMode::All, LogitsMode::Last}) {
+    InferenceCache ca = a.new_cache(), cb = b.new_cache();
+    const std::vector<float> la = a.prefill(ids, ca, mode).to_vector();
+    const std::vector<float> lb = b.prefill(ids, cb, mode).to_vector();
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_FALSE(la.empty());
+    double diff = 0, scale = 1;
+    for (size_t i = 0; i < la.size(); ++i) {
+      scale = std::max(scale, std::fabs(double(la[i])));
+      const double e = std::fabs(double(lb[i]) - double(la[i]));
+      if (!(e <= diff)) diff = std::isnan(e) ? INFINITY : e;
+    }
+    std::printf(
+        "[ ring     ] bf16 dense as one product vs per group (%s): max logit difference "
+        "%.3g (largest %.3g)\n",
+        mode == LogitsMode::All ? "all rows" : "last row", diff, scale);
+    EXPECT_LE(diff, 1e-5 * scale);
   }
 }
 
