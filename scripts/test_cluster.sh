@@ -68,7 +68,9 @@ SUBNET=${HYPIC_CLUSTER_SUBNET:-10.231.0}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PATH=$PATH:/usr/sbin:/sbin
 
-log() { echo "test_cluster: $*"; }
+STEP_NAME=test_cluster STEP_MARGIN=10
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh  # log, result, left, step_limit, on_exit, finish_work, summary
 skip() {
   log "SKIP: $*"
   exit 0
@@ -145,15 +147,9 @@ cleanup() {
     ip netns del "$ns" 2>/dev/null
   done
   ((made_br)) && ip link del "$BR" 2>/dev/null
-  if ((FAILED == 0)) && [[ -z "${HYPIC_TEST_WORK:-}" ]]; then rm -rf "$WORK"; else log "work folder kept: $WORK"; fi
-  exit "$rc"
+  finish_work "$rc"
 }
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=1; exit 130' INT TERM
-
-STEP_NAME=test_cluster STEP_MARGIN=10
-# shellcheck source=scripts/lib/steps.sh
-source scripts/lib/steps.sh  # result, left, step_limit
+on_exit cleanup
 show_log() { # the tail of a log, indented
   [[ -f "$1" ]] && tail -n "${2:-15}" "$1" | sed 's/^/    /'
 }
@@ -693,12 +689,4 @@ fi
 slurm_check
 
 # ------------------------------------------------------------------ summary
-echo
-log "summary ($(($(date +%s) - T0)) s):"
-for r in "${RESULTS[@]}"; do echo "  $r"; done
-if ((FAILED)); then
-  log "FAIL"
-  exit 1
-fi
-log "PASS"
-exit 0
+summary

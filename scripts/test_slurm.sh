@@ -52,7 +52,9 @@ export HYPIC_SRUN_MPI=${HYPIC_SRUN_MPI:-pmix}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 STATE=${HYPIC_SLURM_DIR:-/tmp/hypic-slurm}
 
-log() { echo "test_slurm: $*"; }
+STEP_NAME=test_slurm STEP_MARGIN=15
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh  # log, result, left, step_limit, on_exit, finish_work, summary
 if [[ ! -x "$HYPIC_BIN" ]]; then
   log "FAIL: HYPIC_BIN '$HYPIC_BIN' is not an executable (build with scripts/build.sh)"
   exit 1
@@ -77,15 +79,9 @@ cleanup() {
   else
     log "Slurm was already up before this test; leaving it up"
   fi
-  if ((FAILED == 0)) && [[ -z "${HYPIC_TEST_WORK:-}" ]]; then rm -rf "$WORK"; else log "work folder kept: $WORK"; fi
-  exit "$rc"
+  finish_work "$rc"
 }
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=1; exit 130' INT TERM
-
-STEP_NAME=test_slurm STEP_MARGIN=15
-# shellcheck source=scripts/lib/steps.sh
-source scripts/lib/steps.sh  # result, left, step_limit
+on_exit cleanup
 show_log() { # show_log FILE...: the tail of job logs, indented
   local f
   for f in "$@"; do
@@ -331,12 +327,4 @@ else
 fi
 
 # ------------------------------------------------------------------ summary
-echo
-log "summary ($(($(date +%s) - T0)) s):"
-for r in "${RESULTS[@]}"; do echo "  $r"; done
-if ((FAILED)); then
-  log "FAIL"
-  exit 1
-fi
-log "PASS"
-exit 0
+summary

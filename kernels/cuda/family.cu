@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "hypic/kernels/family_checks.hpp"
 #include "hypic/kernels/family_plan.hpp"
 #include "ops.cuh"
 #include "util.cuh"
@@ -151,17 +152,6 @@ __global__ void family_recurrent_kernel(FamilyArgs A) {
   }
 }
 
-void check_inputs(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in) {
-  if (d.T < 0 || d.Hk <= 0 || d.Hv <= 0 || d.dk <= 0 || d.dv <= 0 || d.Hv % d.Hk != 0)
-    throw std::invalid_argument("linear family: bad dims (Hv must be a multiple of Hk)");
-  if (d.T > 0 && (in.q == nullptr || in.k == nullptr || in.v == nullptr))
-    throw std::invalid_argument("linear family: q, k, v required");
-  if (d.T > 0 && s.decay != Decay::None && in.g == nullptr)
-    throw std::invalid_argument("linear family: decaying member needs g");
-  if (d.T > 0 && s.delta && in.beta == nullptr)
-    throw std::invalid_argument("linear family: delta member needs beta");
-}
-
 FamilyArgs make_args(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
                      float* out) {
   FamilyArgs a{};
@@ -186,7 +176,7 @@ FamilyArgs make_args(const FamilySpec& s, const FamilyDims& d, const FamilyInput
 
 void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
                     float* out, float* transition, int chunk) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (chunk <= 0) throw std::invalid_argument("family_chunked: chunk must be positive");
   run_plan(plan::make_plan(s, d, out != nullptr, transition != nullptr, chunk, false), in, state,
            out, transition);
@@ -194,7 +184,7 @@ void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs
 
 void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                             float* state, float* out, float* tdiag, float* x, float* y) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (!s.delta) throw std::invalid_argument("family_chunked_lowrank: only for delta members");
   run_plan(plan::make_plan(s, d, out != nullptr, false, 0, true), in, state, out, nullptr, tdiag, x,
            y);
@@ -202,7 +192,7 @@ void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const Fami
 
 void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                           float* state, float* out) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (d.T == 0) return;
   family_recurrent_kernel<<<d.Hv, 128>>>(make_args(s, d, in, state, out));
   check_launch("family_recurrent_f32");

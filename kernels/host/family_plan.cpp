@@ -9,21 +9,11 @@
 #include <stdexcept>
 
 #include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/family_checks.hpp"
 #include "parallel.hpp"
 
 namespace hypic::kernels::family_plan {
 namespace {
-
-void check_inputs(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in) {
-  if (d.T < 0 || d.Hk <= 0 || d.Hv <= 0 || d.dk <= 0 || d.dv <= 0 || d.Hv % d.Hk != 0)
-    throw std::invalid_argument("linear family: bad dims (Hv must be a multiple of Hk)");
-  if (d.T > 0 && (in.q == nullptr || in.k == nullptr || in.v == nullptr))
-    throw std::invalid_argument("linear family: q, k, v required");
-  if (d.T > 0 && s.decay != Decay::None && in.g == nullptr)
-    throw std::invalid_argument("linear family: decaying member needs g");
-  if (d.T > 0 && s.delta && in.beta == nullptr)
-    throw std::invalid_argument("linear family: delta member needs beta");
-}
 
 struct HostRun {
   Ctx<float> x;
@@ -92,7 +82,7 @@ void run_host(const Plan& p, const FamilyInputs& in, float* state, float* out, f
 void family_chunked_planned(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                             float* state, float* out, float* transition, int chunk,
                             bool bf16_products) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (chunk <= 0) throw std::invalid_argument("family_chunked: chunk must be positive");
   const Plan p = make_plan(s, d, out != nullptr, transition != nullptr, chunk, false);
   run_host(p, in, state, out, transition, nullptr, nullptr, nullptr, bf16_products);
@@ -101,7 +91,7 @@ void family_chunked_planned(const FamilySpec& s, const FamilyDims& d, const Fami
 void family_chunked_lowrank_planned(const FamilySpec& s, const FamilyDims& d,
                                     const FamilyInputs& in, float* state, float* out, float* tdiag,
                                     float* x, float* y, bool bf16_products) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (!s.delta) throw std::invalid_argument("family_chunked_lowrank: only for delta members");
   const Plan p = make_plan(s, d, out != nullptr, false, 0, true);
   run_host(p, in, state, out, nullptr, tdiag, x, y, bf16_products);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hypic/kernels/blas.hpp"
+#include "hypic/kernels/family_checks.hpp"
 #include "parallel.hpp"
 
 #if defined(__x86_64__) || defined(__SSE2__)
@@ -93,17 +94,6 @@ HeadIO head_io(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
     io.ldo = d.Hv * d.dv;
   }
   return io;
-}
-
-void check_inputs(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in) {
-  if (d.T < 0 || d.Hk <= 0 || d.Hv <= 0 || d.dk <= 0 || d.dv <= 0 || d.Hv % d.Hk != 0)
-    throw std::invalid_argument("linear family: bad dims (Hv must be a multiple of Hk)");
-  if (d.T > 0 && (in.q == nullptr || in.k == nullptr || in.v == nullptr))
-    throw std::invalid_argument("linear family: q, k, v required");
-  if (d.T > 0 && s.decay != Decay::None && in.g == nullptr)
-    throw std::invalid_argument("linear family: decaying member needs g");
-  if (d.T > 0 && s.delta && in.beta == nullptr)
-    throw std::invalid_argument("linear family: delta member needs beta");
 }
 
 // Per-head work space for chunks of up to L tokens.
@@ -428,7 +418,7 @@ int64_t transition_floats_per_head(TStructure st, int dk, int rank) {
 
 void family_recurrent(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                       float* state, float* out) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   const int T = d.T, dk = d.dk, dv = d.dv;
   const int64_t work = int64_t(T) * dk * dv;
   host::parallel_for(d.Hv, work, [=](const int64_t h) {
@@ -469,7 +459,7 @@ void family_recurrent(const FamilySpec& s, const FamilyDims& d, const FamilyInpu
 
 void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                           float* state, float* out) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   const int T = d.T, dk = d.dk, dv = d.dv;
   std::vector<float> scratch(static_cast<size_t>(d.Hv) * 2 * dv);
   float* base = scratch.data();
@@ -515,7 +505,7 @@ void family_recurrent_f32(const FamilySpec& s, const FamilyDims& d, const Family
 
 void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in, float* state,
                     float* out, float* transition, int chunk) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (chunk <= 0) throw std::invalid_argument("family_chunked: chunk must be positive");
   const int L = std::max(1, std::min(chunk, d.T));
   const size_t per_head = Scratch::floats(L, d.dk, d.dv);
@@ -535,7 +525,7 @@ void family_chunked(const FamilySpec& s, const FamilyDims& d, const FamilyInputs
 
 void family_chunked_lowrank(const FamilySpec& s, const FamilyDims& d, const FamilyInputs& in,
                             float* state, float* out, float* tdiag, float* x, float* y) {
-  check_inputs(s, d, in);
+  check_family_inputs(s, d, in);
   if (!s.delta) throw std::invalid_argument("family_chunked_lowrank: only for delta members");
   const int L = std::max(1, d.T);
   const size_t per_head = Scratch::floats(L, d.dk, d.dv);

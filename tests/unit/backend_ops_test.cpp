@@ -398,77 +398,16 @@ TEST_P(BackendOps, CopyStridedAndGatherRows) {
   expect_close(get(out, want.size()), want, Op::GatherRows, "7 ids");
 }
 
-// ---- linear-attention family ----
-struct FamilyData {
-  ref::FamilyCase c;
-  Vec q, k, v, g, beta, state;
-};
-
-// Layer-like inputs: unit keys (queries unit · dk^-½), decays in (−0.5, −0.01), β in (0, 1).
-FamilyData family_data(kn::Member m, int T, int Hk, int Hv, int dk, int dv, std::mt19937& rng) {
-  const kn::FamilySpec spec = kn::member_spec(m);
-  FamilyData f;
-  f.c = {spec.decay == kn::Decay::None     ? 0
-         : spec.decay == kn::Decay::Scalar ? 1
-                                           : 2,
-         spec.delta,
-         T,
-         Hk,
-         Hv,
-         dk,
-         dv};
-  auto unit_rows = [&](Vec x, double scale) {
-    for (size_t r = 0; r < x.size() / dk; ++r) {
-      double ss = 0;
-      for (int i = 0; i < dk; ++i) ss += double(x[r * dk + i]) * x[r * dk + i];
-      for (int i = 0; i < dk; ++i) x[r * dk + i] = float(x[r * dk + i] * scale / std::sqrt(ss));
-    }
-    return x;
-  };
-  f.q = unit_rows(randn(size_t(T) * Hk * dk, rng), 1.0 / std::sqrt(double(dk)));
-  f.k = unit_rows(randn(size_t(T) * Hk * dk, rng), 1.0);
-  f.v = randn(size_t(T) * Hv * dv, rng);
-  if (f.c.decay == 1) f.g = uniform(size_t(T) * Hv, rng, -0.5f, -0.01f);
-  if (f.c.decay == 2) f.g = uniform(size_t(T) * Hv * dk, rng, -0.5f, -0.01f);
-  if (spec.delta) f.beta = uniform(size_t(T) * Hv, rng, 0.0f, 1.0f);
-  f.state = randn(size_t(Hv) * dk * dv, rng, 0.3f);
-  return f;
-}
-
-// The natural-structure transition the kernel writes, taken from the dense reference.
-Vec natural_transition(const ref::FamilyCase& c, const Vec& dense) {
-  const size_t dd = size_t(c.dk) * c.dk;
-  Vec out;
-  for (int h = 0; h < c.Hv; ++h) {
-    if (c.delta) {
-      out.insert(out.end(), dense.begin() + dd * h, dense.begin() + dd * (h + 1));
-    } else if (c.decay == 2) {
-      for (int i = 0; i < c.dk; ++i) out.push_back(dense[dd * h + size_t(i) * c.dk + i]);
-    } else {
-      out.push_back(dense[dd * h]);
-    }
-  }
-  return out;
-}
-
-const kn::Member kMembers[] = {kn::Member::LinearAttention,
-                               kn::Member::RetNet,
-                               kn::Member::Mamba2,
-                               kn::Member::GLA,
-                               kn::Member::DeltaNet,
-                               kn::Member::GatedDeltaNet,
-                               kn::Member::KDA,
-                               kn::Member::Lightning};
-
+// ---- linear-attention family (inputs: ref::family_data) ----
 TEST_P(BackendOps, FamilyChunked) {
   REQUIRE_OP(Op::FamilyChunked);
   std::mt19937 rng(5);
   // {Hk, Hv, dk, dv}: GQA ratios 1, 2, 4 and a small odd-sized head.
   const int heads[][4] = {{2, 2, 48, 80}, {1, 2, 48, 80}, {1, 4, 48, 80}, {1, 2, 16, 24}};
-  for (kn::Member m : kMembers)
+  for (kn::Member m : ref::kFamilyMembers)
     for (int T : {1, 23, 63, 64, 65, 130})
       for (const auto& h : heads) {
-        FamilyData f = family_data(m, T, h[0], h[1], h[2], h[3], rng);
+        ref::FamilyData f = ref::family_data(m, {T, h[0], h[1], h[2], h[3]}, rng);
         const kn::FamilySpec spec = kn::member_spec(m);
         float* state = put(f.state);
         float* out = put(Vec(size_t(T) * h[1] * h[3]));
@@ -488,7 +427,7 @@ TEST_P(BackendOps, FamilyChunked) {
                      tol);
         expect_close(get(state, f.state.size()), f.state, Op::FamilyChunked, where.str() + " state",
                      tol);
-        expect_close(get(trans, tsize), natural_transition(f.c, want_t), Op::FamilyChunked,
+        expect_close(get(trans, tsize), ref::natural_transition(f.c, want_t), Op::FamilyChunked,
                      where.str() + " transition", tol);
         release();
       }
@@ -501,7 +440,7 @@ TEST_P(BackendOps, FamilyChunkedLowRank) {
     for (int T : {1, 7, 23})
       for (int ratio : {1, 2, 4}) {
         const int Hk = 1, Hv = ratio, dk = 48, dv = 80;
-        FamilyData f = family_data(m, T, Hk, Hv, dk, dv, rng);
+        ref::FamilyData f = ref::family_data(m, {T, Hk, Hv, dk, dv}, rng);
         float* state = put(f.state);
         float* out = put(Vec(size_t(T) * Hv * dv));
         float* d = put(Vec(size_t(Hv) * dk));
@@ -540,10 +479,10 @@ TEST_P(BackendOps, FamilyChunkedLowRank) {
 TEST_P(BackendOps, FamilyRecurrentF32) {
   REQUIRE_OP(Op::FamilyRecurrentF32);
   std::mt19937 rng(7);
-  for (kn::Member m : kMembers)
+  for (kn::Member m : ref::kFamilyMembers)
     for (int T : {1, 3, 17})
       for (int ratio : {1, 4}) {
-        FamilyData f = family_data(m, T, 1, ratio, 48, 80, rng);
+        ref::FamilyData f = ref::family_data(m, {T, 1, ratio, 48, 80}, rng);
         float* state = put(f.state);
         float* out = put(Vec(size_t(T) * ratio * 80));
         const kn::FamilyInputs in{put(f.q), put(f.k), put(f.v), f.g.empty() ? nullptr : put(f.g),
@@ -556,6 +495,85 @@ TEST_P(BackendOps, FamilyRecurrentF32) {
         expect_close(get(state, f.state.size()), f.state, Op::FamilyRecurrentF32, where + " state");
         release();
       }
+}
+
+// The family's argument checks (family_checks.hpp), one for every entry point on every
+// backend: each kind of bad call refused with its one message before anything runs (the state
+// untouched); without tokens no input is needed.
+TEST_P(BackendOps, FamilyRefusesBadCalls) {
+  REQUIRE_OP(Op::FamilyChunked);
+  REQUIRE_OP(Op::FamilyChunkedLowRank);
+  REQUIRE_OP(Op::FamilyRecurrentF32);
+  const int T = 3, Hk = 1, Hv = 2, dk = 4, dv = 4;
+  const Vec state0(size_t(Hv) * dk * dv, 0.25f);
+  float* q = put(Vec(size_t(T) * Hk * dk, 0.5f));
+  float* k = put(Vec(size_t(T) * Hk * dk, 0.5f));
+  float* v = put(Vec(size_t(T) * Hv * dv, 1.0f));
+  float* g = put(Vec(size_t(T) * Hv * dk, -0.1f));
+  float* beta = put(Vec(size_t(T) * Hv, 0.5f));
+  float* state = put(state0);
+  float* out = put(Vec(size_t(T) * Hv * dv));
+  float* trans = put(Vec(size_t(Hv) * dk * dk));
+  float* d = put(Vec(size_t(Hv) * dk));
+  float* x = put(Vec(size_t(Hv) * T * dk));
+  float* y = put(Vec(size_t(Hv) * T * dk));
+  const kn::FamilyDims dims{T, Hk, Hv, dk, dv};
+  const std::string bad_dims = "linear family: bad dims (Hv must be a multiple of Hk)";
+  struct Bad {
+    const char* what;
+    kn::FamilyDims d;
+    kn::FamilyInputs in;
+    std::string message;
+  };
+  const Bad bad[] = {
+      {"Hv not a multiple of Hk", {T, 2, 3, dk, dv}, {q, k, v, g, beta}, bad_dims},
+      {"T < 0", {-1, Hk, Hv, dk, dv}, {q, k, v, g, beta}, bad_dims},
+      {"Hk = 0", {T, 0, Hv, dk, dv}, {q, k, v, g, beta}, bad_dims},
+      {"Hv = 0", {T, Hk, 0, dk, dv}, {q, k, v, g, beta}, bad_dims},
+      {"dk = 0", {T, Hk, Hv, 0, dv}, {q, k, v, g, beta}, bad_dims},
+      {"dv = 0", {T, Hk, Hv, dk, 0}, {q, k, v, g, beta}, bad_dims},
+      {"no q", dims, {nullptr, k, v, g, beta}, "linear family: q, k, v required"},
+      {"no k", dims, {q, nullptr, v, g, beta}, "linear family: q, k, v required"},
+      {"no v", dims, {q, k, nullptr, g, beta}, "linear family: q, k, v required"},
+      {"no g", dims, {q, k, v, nullptr, beta}, "linear family: decaying member needs g"},
+      {"no beta", dims, {q, k, v, g, nullptr}, "linear family: delta member needs beta"},
+  };
+  auto refusal = [](auto call) -> std::string {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  // Gated DeltaNet (scalar decay) and KDA (per-channel decay): both decay and erase.
+  for (kn::Member m : {kn::Member::GatedDeltaNet, kn::Member::KDA}) {
+    const kn::FamilySpec spec = kn::member_spec(m);
+    for (const Bad& b : bad) {
+      const std::string where = std::string(kn::member_name(m)) + ", " + b.what;
+      EXPECT_EQ(refusal([&] { be().family_chunked(spec, b.d, b.in, state, out, trans, 64); }),
+                b.message)
+          << "family_chunked, " << where;
+      EXPECT_EQ(refusal([&] { be().family_chunked_lowrank(spec, b.d, b.in, state, out, d, x, y); }),
+                b.message)
+          << "family_chunked_lowrank, " << where;
+      EXPECT_EQ(refusal([&] { be().family_recurrent_f32(spec, b.d, b.in, state, out); }), b.message)
+          << "family_recurrent_f32, " << where;
+    }
+    EXPECT_EQ(get(state, state0.size()), state0) << kn::member_name(m) << ": state changed";
+    EXPECT_EQ(refusal([&] {
+                be().family_recurrent_f32(spec, {0, Hk, Hv, dk, dv}, {}, state, nullptr);
+              }),
+              "(accepted)")
+        << kn::member_name(m) << ": no tokens, no inputs";
+  }
+  // The checks ask only for what a member uses: linear attention needs neither g nor beta.
+  EXPECT_EQ(refusal([&] {
+              be().family_recurrent_f32(kn::member_spec(kn::Member::LinearAttention), dims,
+                                        {q, k, v, nullptr, nullptr}, state, out);
+            }),
+            "(accepted)");
+  release();
 }
 
 TEST_P(BackendOps, CausalConv1d) {

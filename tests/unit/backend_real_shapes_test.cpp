@@ -38,6 +38,7 @@ namespace kn = hypic::kernels;
 using Vec = std::vector<float>;
 using hypic::ref::randn;  // the inputs, shared with the op harness (op_reference.hpp)
 using hypic::ref::uniform;
+using hypic::ref::unit_rows;  // the layers' L2-normalised keys and queries
 
 // Device against host, relative to max(1, max |host|). The device may compute products and
 // attention from bf16 inputs with f32 accumulation (issue #45's tensor-core path): 2e-2.
@@ -48,16 +49,6 @@ constexpr double kElementwiseTol = 1e-4;
 bool real_sizes() {
   const char* env = std::getenv("HYPIC_REAL_SHAPES");
   return env != nullptr && std::string(env) == "1";
-}
-
-// Rows of `dk` scaled to norm `scale` (the layers' L2-normalised keys and queries).
-Vec unit_rows(Vec x, int dk, double scale) {
-  for (size_t r = 0; r < x.size() / dk; ++r) {
-    double ss = 0;
-    for (int i = 0; i < dk; ++i) ss += double(x[r * dk + i]) * x[r * dk + i];
-    for (int i = 0; i < dk; ++i) x[r * dk + i] = float(x[r * dk + i] * scale / std::sqrt(ss));
-  }
-  return x;
 }
 
 // One backend's buffers: uploads host vectors, reads results back.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,45 +37,12 @@ struct Case {
   int T, Hk, Hv, dk, dv, chunk;
 };
 
-struct Data {
-  ref::FamilyCase c;
-  Vec q, k, v, g, beta, state;
-};
-
-// Layer-like inputs as the op harness makes them: unit keys, queries dk^-½, decays in
-// (−0.5, −0.01), β in (0, 1), a state of scale 0.3.
-Data make(const Case& cs, std::mt19937& rng) {
-  const kn::FamilySpec s = kn::member_spec(cs.m);
-  Data d;
-  d.c = {s.decay == kn::Decay::None     ? 0
-         : s.decay == kn::Decay::Scalar ? 1
-                                        : 2,
-         s.delta,
-         cs.T,
-         cs.Hk,
-         cs.Hv,
-         cs.dk,
-         cs.dv};
-  auto unit_rows = [&](Vec x, double scale) {
-    for (size_t r = 0; r < x.size() / cs.dk; ++r) {
-      double ss = 0;
-      for (int i = 0; i < cs.dk; ++i) ss += double(x[r * cs.dk + i]) * x[r * cs.dk + i];
-      for (int i = 0; i < cs.dk; ++i)
-        x[r * cs.dk + i] = float(x[r * cs.dk + i] * scale / std::sqrt(ss));
-    }
-    return x;
-  };
-  d.q = unit_rows(ref::randn(size_t(cs.T) * cs.Hk * cs.dk, rng), 1.0 / std::sqrt(double(cs.dk)));
-  d.k = unit_rows(ref::randn(size_t(cs.T) * cs.Hk * cs.dk, rng), 1.0);
-  d.v = ref::randn(size_t(cs.T) * cs.Hv * cs.dv, rng);
-  if (d.c.decay == 1) d.g = ref::uniform(size_t(cs.T) * cs.Hv, rng, -0.5f, -0.01f);
-  if (d.c.decay == 2) d.g = ref::uniform(size_t(cs.T) * cs.Hv * cs.dk, rng, -0.5f, -0.01f);
-  if (s.delta) d.beta = ref::uniform(size_t(cs.T) * cs.Hv, rng, 0.0f, 1.0f);
-  d.state = ref::randn(size_t(cs.Hv) * cs.dk * cs.dv, rng, 0.3f);
-  return d;
+// The op harness's inputs (op_reference.hpp) for a case.
+ref::FamilyData make(const Case& cs, std::mt19937& rng) {
+  return ref::family_data(cs.m, {cs.T, cs.Hk, cs.Hv, cs.dk, cs.dv}, rng);
 }
 
-kn::FamilyInputs inputs(const Data& d) {
+kn::FamilyInputs inputs(const ref::FamilyData& d) {
   return {d.q.data(), d.k.data(), d.v.data(), d.g.empty() ? nullptr : d.g.data(),
           d.beta.empty() ? nullptr : d.beta.data()};
 }
@@ -91,33 +59,9 @@ double rel_err(const Vec& got, const Vec& want) {
   return err / scale;
 }
 
-// The natural-structure transition taken from the reference's dense one.
-Vec natural(const ref::FamilyCase& c, const Vec& dense) {
-  const size_t dd = size_t(c.dk) * c.dk;
-  Vec out;
-  for (int h = 0; h < c.Hv; ++h) {
-    if (c.delta)
-      out.insert(out.end(), dense.begin() + dd * h, dense.begin() + dd * (h + 1));
-    else if (c.decay == 2)
-      for (int i = 0; i < c.dk; ++i) out.push_back(dense[dd * h + size_t(i) * c.dk + i]);
-    else
-      out.push_back(dense[dd * h]);
-  }
-  return out;
-}
-
-const kn::Member kAll[] = {kn::Member::LinearAttention,
-                           kn::Member::RetNet,
-                           kn::Member::Mamba2,
-                           kn::Member::GLA,
-                           kn::Member::DeltaNet,
-                           kn::Member::GatedDeltaNet,
-                           kn::Member::KDA,
-                           kn::Member::Lightning};
-
 std::vector<Case> awkward_cases() {
   std::vector<Case> cases;
-  for (kn::Member m : kAll) {
+  for (kn::Member m : ref::kFamilyMembers) {
     cases.push_back({m, 1, 1, 2, 48, 80, 64});    // one token
     cases.push_back({m, 23, 2, 2, 48, 80, 64});   // T below the chunk
     cases.push_back({m, 64, 1, 4, 24, 16, 64});   // exactly one chunk, dk > dv, GQA 4
@@ -137,7 +81,7 @@ std::string name(const Case& c) {
 TEST(FamilyPlan, MatchesTheChunkEngineAndTheRecurrenceForEveryMember) {
   std::mt19937 rng(45);
   for (const Case& cs : awkward_cases()) {
-    const Data d = make(cs, rng);
+    const ref::FamilyData d = make(cs, rng);
     const kn::FamilySpec s = kn::member_spec(cs.m);
     const kn::FamilyDims dims{cs.T, cs.Hk, cs.Hv, cs.dk, cs.dv};
     const size_t tsize =
@@ -149,7 +93,7 @@ TEST(FamilyPlan, MatchesTheChunkEngineAndTheRecurrenceForEveryMember) {
     kn::family_chunked(s, dims, inputs(d), st_eng.data(), out_eng.data(), tr_eng.data(), cs.chunk);
     Vec st_ref = d.state, out_ref, tr_ref;
     ref::family(d.c, d.q, d.k, d.v, d.g, d.beta, st_ref, out_ref, tr_ref);
-    const Vec tr_nat = natural(d.c, tr_ref);
+    const Vec tr_nat = ref::natural_transition(d.c, tr_ref);
     const std::string w = name(cs);
     EXPECT_LE(rel_err(out_plan, out_ref), kF32Tol) << w << " out vs recurrence";
     EXPECT_LE(rel_err(st_plan, st_ref), kF32Tol) << w << " state vs recurrence";
@@ -187,7 +131,7 @@ TEST(FamilyPlan, LowRankExportMatchesTheRecurrence) {
     for (int T : {1, 7, 23})
       for (int ratio : {1, 2}) {
         const Case cs{m, T, 1, ratio, 48, 80, 64};
-        const Data d = make(cs, rng);
+        const ref::FamilyData d = make(cs, rng);
         const int Hv = ratio, dk = 48;
         Vec state = d.state, out(size_t(T) * Hv * 80), td(size_t(Hv) * dk), x(size_t(Hv) * T * dk),
             y(x.size());
@@ -219,7 +163,7 @@ TEST(FamilyPlan, StrongPerChannelDecaysStayFinite) {
   std::mt19937 rng(48);
   for (kn::Member m : {kn::Member::GLA, kn::Member::KDA}) {
     const Case cs{m, 130, 1, 2, 48, 80, 64};
-    Data d = make(cs, rng);
+    ref::FamilyData d = make(cs, rng);
     d.g = ref::uniform(size_t(cs.T) * cs.Hv * cs.dk, rng, -6.0f, -2.0f);
     const kn::FamilySpec s = kn::member_spec(m);
     const size_t tsize =
@@ -234,7 +178,7 @@ TEST(FamilyPlan, StrongPerChannelDecaysStayFinite) {
       const std::string w = name(cs) + (bf16 ? " bf16" : " f32");
       EXPECT_LE(rel_err(out, out_ref), tol) << w << " out";
       EXPECT_LE(rel_err(st, st_ref), tol) << w << " state";
-      EXPECT_LE(rel_err(tr, natural(d.c, tr_ref)), tol) << w << " transition";
+      EXPECT_LE(rel_err(tr, ref::natural_transition(d.c, tr_ref)), tol) << w << " transition";
     }
   }
 }
@@ -247,7 +191,7 @@ TEST(FamilyPlan, Bf16OperandsStayWithinTheTensorCoreBound) {
   double worst = 0.0, least = 1.0;
   for (const Case& cs : awkward_cases()) {
     if (cs.T == 1) continue;
-    const Data d = make(cs, rng);
+    const ref::FamilyData d = make(cs, rng);
     const kn::FamilySpec s = kn::member_spec(cs.m);
     const size_t tsize =
         size_t(kn::transition_floats_per_head(kn::natural_structure(s), cs.dk)) * cs.Hv;
@@ -256,8 +200,8 @@ TEST(FamilyPlan, Bf16OperandsStayWithinTheTensorCoreBound) {
                                  out.data(), tr.data(), cs.chunk, true);
     Vec st_ref = d.state, out_ref, tr_ref;
     ref::family(d.c, d.q, d.k, d.v, d.g, d.beta, st_ref, out_ref, tr_ref);
-    const double e =
-        std::max({rel_err(out, out_ref), rel_err(st, st_ref), rel_err(tr, natural(d.c, tr_ref))});
+    const double e = std::max({rel_err(out, out_ref), rel_err(st, st_ref),
+                               rel_err(tr, ref::natural_transition(d.c, tr_ref))});
     EXPECT_LE(e, kBf16Tol) << name(cs);
     worst = std::max(worst, e);
     least = std::min(least, e);
@@ -275,7 +219,7 @@ TEST(FamilyPlan, Bf16OperandsAtTheRealShapeStayWithinItsTolerance) {
   std::mt19937 rng(49);
   for (kn::Member m : {kn::Member::GatedDeltaNet, kn::Member::KDA, kn::Member::Lightning}) {
     const Case cs{m, 4096, m == kn::Member::GatedDeltaNet ? 1 : 2, 2, 128, 128, 64};
-    const Data d = make(cs, rng);
+    const ref::FamilyData d = make(cs, rng);
     const kn::FamilySpec s = kn::member_spec(m);
     const kn::FamilyDims dims{cs.T, cs.Hk, cs.Hv, cs.dk, cs.dv};
     const size_t tsize =
@@ -288,6 +232,45 @@ TEST(FamilyPlan, Bf16OperandsAtTheRealShapeStayWithinItsTolerance) {
     std::printf("bf16-operand plan vs the host engine, %s T=4096 dk=dv=128: %.3g\n",
                 kn::member_name(m), e);
     EXPECT_LE(e, 2e-2) << name(cs);
+  }
+}
+
+// The planned steps refuse what the chunk engine refuses, with its message (both call
+// check_family_inputs; BackendOps.FamilyRefusesBadCalls lists the messages).
+TEST(FamilyPlan, RefusesWhatTheChunkEngineRefuses) {
+  const int T = 3, dk = 4, dv = 4;
+  Vec in(size_t(T) * 2 * dk, 0.5f), state(size_t(2) * dk * dv), out(size_t(T) * 2 * dv),
+      tr(size_t(2) * dk * dk), td(size_t(2) * dk), x(size_t(2) * T * dk), y(x.size());
+  const float* p = in.data();
+  const kn::FamilySpec s = kn::member_spec(kn::Member::KDA);
+  const struct {
+    kn::FamilyDims d;
+    kn::FamilyInputs in;
+  } bad[] = {{{T, 2, 3, dk, dv}, {p, p, p, p, p}},
+             {{T, 1, 2, dk, dv}, {p, nullptr, p, p, p}},
+             {{T, 1, 2, dk, dv}, {p, p, p, nullptr, p}},
+             {{T, 1, 2, dk, dv}, {p, p, p, p, nullptr}}};
+  auto refusal = [](auto call) -> std::string {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  for (const auto& b : bad) {
+    const std::string engine =
+        refusal([&] { kn::family_chunked(s, b.d, b.in, state.data(), out.data(), tr.data(), 64); });
+    EXPECT_EQ(engine.rfind("linear family: ", 0), 0u) << engine;
+    EXPECT_EQ(refusal([&] {
+                plan::family_chunked_planned(s, b.d, b.in, state.data(), out.data(), tr.data(), 64);
+              }),
+              engine);
+    EXPECT_EQ(refusal([&] {
+                plan::family_chunked_lowrank_planned(s, b.d, b.in, state.data(), out.data(),
+                                                     td.data(), x.data(), y.data());
+              }),
+              engine);
   }
 }
 

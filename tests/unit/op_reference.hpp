@@ -3,6 +3,8 @@
 // (backend_ops_test.cpp): straightforward loops in double, written from the definitions in
 // MATH.md and the op comments, sharing no code with kernels/. Row-major throughout; inputs and
 // outputs are float vectors, so a reference can be compared with any backend's result.
+// Also the random inputs the op harness and the family tests (family_plan_test.cpp) share; the
+// family's take a kernels::Member, whose decay and erase come from kernels::member_spec.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,8 @@
 #include <numeric>
 #include <random>
 #include <vector>
+
+#include "hypic/kernels/linear_family.hpp"
 
 namespace hypic::ref {
 
@@ -112,6 +116,72 @@ inline void family(const FamilyCase& c, const Vec& q, const Vec& k, const Vec& v
     for (size_t i = 0; i < S.size(); ++i) state[size_t(h) * dk * dv + i] = float(S[i]);
     for (size_t i = 0; i < Tm.size(); ++i) trans[size_t(h) * dk * dk + i] = float(Tm[i]);
   }
+}
+
+// Every member of the family, for the tests that cover them all.
+inline constexpr kernels::Member kFamilyMembers[] = {kernels::Member::LinearAttention,
+                                                     kernels::Member::RetNet,
+                                                     kernels::Member::Mamba2,
+                                                     kernels::Member::GLA,
+                                                     kernels::Member::DeltaNet,
+                                                     kernels::Member::GatedDeltaNet,
+                                                     kernels::Member::KDA,
+                                                     kernels::Member::Lightning};
+
+// One member's case and random inputs; g and beta are empty where the member has none.
+struct FamilyData {
+  FamilyCase c;
+  Vec q, k, v, g, beta, state;
+};
+
+// Each row of dk floats scaled to length `scale`.
+inline Vec unit_rows(Vec x, int dk, double scale) {
+  for (size_t r = 0; r < x.size() / dk; ++r) {
+    double ss = 0;
+    for (int i = 0; i < dk; ++i) ss += double(x[r * dk + i]) * x[r * dk + i];
+    for (int i = 0; i < dk; ++i) x[r * dk + i] = float(x[r * dk + i] * scale / std::sqrt(ss));
+  }
+  return x;
+}
+
+// Layer-like inputs: unit keys (queries unit · dk^-½), log decays in (−0.5, −0.01), β in (0, 1),
+// a state of scale 0.3; drawn from rng in the order q, k, v, g, beta, state.
+inline FamilyData family_data(kernels::Member m, const kernels::FamilyDims& d, std::mt19937& rng) {
+  const kernels::FamilySpec spec = kernels::member_spec(m);
+  FamilyData f;
+  f.c = {spec.decay == kernels::Decay::None     ? 0
+         : spec.decay == kernels::Decay::Scalar ? 1
+                                                : 2,
+         spec.delta,
+         d.T,
+         d.Hk,
+         d.Hv,
+         d.dk,
+         d.dv};
+  f.q = unit_rows(randn(size_t(d.T) * d.Hk * d.dk, rng), d.dk, 1.0 / std::sqrt(double(d.dk)));
+  f.k = unit_rows(randn(size_t(d.T) * d.Hk * d.dk, rng), d.dk, 1.0);
+  f.v = randn(size_t(d.T) * d.Hv * d.dv, rng);
+  if (f.c.decay == 1) f.g = uniform(size_t(d.T) * d.Hv, rng, -0.5f, -0.01f);
+  if (f.c.decay == 2) f.g = uniform(size_t(d.T) * d.Hv * d.dk, rng, -0.5f, -0.01f);
+  if (spec.delta) f.beta = uniform(size_t(d.T) * d.Hv, rng, 0.0f, 1.0f);
+  f.state = randn(size_t(d.Hv) * d.dk * d.dv, rng, 0.3f);
+  return f;
+}
+
+// The transition in the member's natural structure (what the kernels write: [Hv] scalar,
+// [Hv, dk] diagonal, [Hv, dk, dk] dense), taken from family()'s dense one.
+inline Vec natural_transition(const FamilyCase& c, const Vec& dense) {
+  const size_t dd = size_t(c.dk) * c.dk;
+  Vec out;
+  for (int h = 0; h < c.Hv; ++h) {
+    if (c.delta)
+      out.insert(out.end(), dense.begin() + dd * h, dense.begin() + dd * (h + 1));
+    else if (c.decay == 2)
+      for (int i = 0; i < c.dk; ++i) out.push_back(dense[dd * h + size_t(i) * c.dk + i]);
+    else
+      out.push_back(dense[dd * h]);
+  }
+  return out;
 }
 
 // ---- causal conv1d with SiLU (MATH.md §3): u = state ++ x ----
