@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds hypic (Release) into ${HYPIC_BUILD_DIR:-build}.
-# Takes: about 10.5 minutes from scratch on 2 cores (docs/testing.md, "CI"), seconds when up to date; ccache helps.
+# Takes: about 7.5 minutes from scratch on 2 cores (docs/testing.md, "CI"), seconds when up to date; ccache helps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${HYPIC_BUILD_DIR:-build}

@@ -6,7 +6,7 @@
 # says so) and the three-node test cluster in network namespaces (scripts/test_cluster.sh,
 # about a minute; it skips with its reason where namespaces are not permitted;
 # HYPIC_SKIP_CLUSTER=1 leaves it out).
-# Takes: about 15 minutes on a fresh 2-core machine, 10.5 of them the build (docs/testing.md, "CI").
+# Takes: about 13 minutes on a fresh 2-core machine, 7.5 of them the build (docs/testing.md, "CI").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
