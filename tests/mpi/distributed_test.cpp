@@ -399,6 +399,21 @@ void damage_entry(SegmentStore& store, const std::string& key) {
   std::fclose(f);
 }
 
+// A warm-up in which every worker writes its own shard of a store in a fresh folder of rank 0's
+// (`tag` names it), with the engine's junction and no cost model.
+hypic::cluster::WarmupOptions sharded_warmup(const Communicator& comm,
+                                             const hypic::pic::EngineOptions& eo,
+                                             const std::string& tag) {
+  fs::path dir;
+  if (comm.rank() == 0) dir = scratch(tag);
+  hypic::cluster::WarmupOptions wo;
+  wo.junction = eo.junction;
+  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
+  wo.writers = hypic::cluster::Writers::kShards;
+  wo.store_path = broadcast_text(comm.get(), (dir / "s.h5").string());
+  return wo;
+}
+
 // Serve's hit reads (--hit-reads owner, docs/cluster.md "Hits read where they live"): after a
 // sharded warm-up, worker r reads the hits in the shard it wrote and sends them; rank 0 reads
 // the store file and a shard whose writer rank is not in this job; a copy found damaged is
@@ -411,14 +426,8 @@ TEST(Distributed, HitsReadWhereTheyLiveGiveWhatRankZeroReadingThemGives) {
   const int code = eo.junction.store_code();
   const Communicator comm = Communicator::world().duplicate();
   const int ranks = comm.size();
-  fs::path dir;
-  if (comm.rank() == 0) dir = scratch("hitreads");
-  const std::string path = broadcast_text(comm.get(), (dir / "s.h5").string());
-  hypic::cluster::WarmupOptions wo;
-  wo.junction = eo.junction;
-  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
-  wo.writers = hypic::cluster::Writers::kShards;
-  wo.store_path = path;
+  const hypic::cluster::WarmupOptions wo = sharded_warmup(comm, eo, "hitreads");
+  const std::string& path = wo.store_path;
   if (comm.rank() != 0) {
     hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, wo);
     const auto shard = hypic::cluster::open_hit_shard(comm.get(), fp, code);
@@ -505,7 +514,7 @@ TEST(Distributed, HitsReadWhereTheyLiveGiveWhatRankZeroReadingThemGives) {
   hypic::cluster::shutdown_workers(comm.get());
   ref.close();
   many.close();
-  fs::remove_all(dir);
+  if (comm.rank() == 0) fs::remove_all(fs::path(path).parent_path());
 }
 
 // A worker that cannot read the shard it is asked to read is named with its rank, host and the
@@ -518,14 +527,8 @@ TEST(Distributed, AShardItsWorkerCannotReadIsNamedWithRankHostAndShard) {
   const std::string fp = "test-fingerprint";
   const hypic::pic::EngineOptions eo = pic_options();
   const int code = eo.junction.store_code();
-  fs::path dir;
-  if (comm.rank() == 0) dir = scratch("hitfault");
-  const std::string path = broadcast_text(comm.get(), (dir / "s.h5").string());
-  hypic::cluster::WarmupOptions wo;
-  wo.junction = eo.junction;
-  wo.cost = hypic::cluster::CostModel(0.0, 1.0, 0.0);
-  wo.writers = hypic::cluster::Writers::kShards;
-  wo.store_path = path;
+  const hypic::cluster::WarmupOptions wo = sharded_warmup(comm, eo, "hitfault");
+  const std::string& path = wo.store_path;
   if (comm.rank() != 0) {
     hypic::cluster::warmup_across_ranks(comm.get(), model, fp, {}, nullptr, wo);
     // Asked in owner mode (every shard), then in auto mode (only the one rank 0 cannot open).
@@ -569,7 +572,7 @@ TEST(Distributed, AShardItsWorkerCannotReadIsNamedWithRankHostAndShard) {
   EXPECT_EQ(plan.notes[0].rfind("warning: " + named, 0), 0u) << plan.notes[0];
   EXPECT_NE(plan.notes[0].find("; its hits are computed as cold segments"), std::string::npos);
   many.close();
-  fs::remove_all(dir);
+  if (comm.rank() == 0) fs::remove_all(fs::path(path).parent_path());
 }
 
 }  // namespace

@@ -538,37 +538,31 @@ TEST_P(BackendOps, FamilyRefusesBadCalls) {
       {"no g", dims, {q, k, v, nullptr, beta}, "linear family: decaying member needs g"},
       {"no beta", dims, {q, k, v, g, nullptr}, "linear family: delta member needs beta"},
   };
-  auto refusal = [](auto call) -> std::string {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   // Gated DeltaNet (scalar decay) and KDA (per-channel decay): both decay and erase.
   for (kn::Member m : {kn::Member::GatedDeltaNet, kn::Member::KDA}) {
     const kn::FamilySpec spec = kn::member_spec(m);
     for (const Bad& b : bad) {
       const std::string where = std::string(kn::member_name(m)) + ", " + b.what;
-      EXPECT_EQ(refusal([&] { be().family_chunked(spec, b.d, b.in, state, out, trans, 64); }),
+      EXPECT_EQ(ref::refusal([&] { be().family_chunked(spec, b.d, b.in, state, out, trans, 64); }),
                 b.message)
           << "family_chunked, " << where;
-      EXPECT_EQ(refusal([&] { be().family_chunked_lowrank(spec, b.d, b.in, state, out, d, x, y); }),
-                b.message)
+      EXPECT_EQ(
+          ref::refusal([&] { be().family_chunked_lowrank(spec, b.d, b.in, state, out, d, x, y); }),
+          b.message)
           << "family_chunked_lowrank, " << where;
-      EXPECT_EQ(refusal([&] { be().family_recurrent_f32(spec, b.d, b.in, state, out); }), b.message)
+      EXPECT_EQ(ref::refusal([&] { be().family_recurrent_f32(spec, b.d, b.in, state, out); }),
+                b.message)
           << "family_recurrent_f32, " << where;
     }
     EXPECT_EQ(get(state, state0.size()), state0) << kn::member_name(m) << ": state changed";
-    EXPECT_EQ(refusal([&] {
+    EXPECT_EQ(ref::refusal([&] {
                 be().family_recurrent_f32(spec, {0, Hk, Hv, dk, dv}, {}, state, nullptr);
               }),
               "(accepted)")
         << kn::member_name(m) << ": no tokens, no inputs";
   }
   // The checks ask only for what a member uses: linear attention needs neither g nor beta.
-  EXPECT_EQ(refusal([&] {
+  EXPECT_EQ(ref::refusal([&] {
               be().family_recurrent_f32(kn::member_spec(kn::Member::LinearAttention), dims,
                                         {q, k, v, nullptr, nullptr}, state, out);
             }),

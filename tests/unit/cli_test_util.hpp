@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -93,6 +94,22 @@ inline void expect_one_line_error(const CliRun& r, const std::string& needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_EQ(r.err.rfind("hypic: error: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// This machine's host name, as a worker's error line names it.
+inline std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// How many times "hypic: error:" stands in `err` (under mpirun other lines may surround it).
+inline size_t error_lines(const std::string& err) {
+  size_t n = 0;
+  for (size_t at = err.find("hypic: error:"); at != std::string::npos;
+       at = err.find("hypic: error:", at + 1))
+    ++n;
+  return n;
 }
 
 // Both stores hold the same keys with bit-identical entries (row order may differ).

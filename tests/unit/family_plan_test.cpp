@@ -250,23 +250,15 @@ TEST(FamilyPlan, RefusesWhatTheChunkEngineRefuses) {
              {{T, 1, 2, dk, dv}, {p, nullptr, p, p, p}},
              {{T, 1, 2, dk, dv}, {p, p, p, nullptr, p}},
              {{T, 1, 2, dk, dv}, {p, p, p, p, nullptr}}};
-  auto refusal = [](auto call) -> std::string {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   for (const auto& b : bad) {
-    const std::string engine =
-        refusal([&] { kn::family_chunked(s, b.d, b.in, state.data(), out.data(), tr.data(), 64); });
+    const std::string engine = ref::refusal(
+        [&] { kn::family_chunked(s, b.d, b.in, state.data(), out.data(), tr.data(), 64); });
     EXPECT_EQ(engine.rfind("linear family: ", 0), 0u) << engine;
-    EXPECT_EQ(refusal([&] {
+    EXPECT_EQ(ref::refusal([&] {
                 plan::family_chunked_planned(s, b.d, b.in, state.data(), out.data(), tr.data(), 64);
               }),
               engine);
-    EXPECT_EQ(refusal([&] {
+    EXPECT_EQ(ref::refusal([&] {
                 plan::family_chunked_lowrank_planned(s, b.d, b.in, state.data(), out.data(),
                                                      td.data(), x.data(), y.data());
               }),

@@ -146,16 +146,10 @@ TEST_F(HitReadsCli, AShardItsWorkerCannotReadIsNamedWithRankAndHost) {
   }
   CliRun r = serve(3, "bad", "bad-out", "--hit-reads owner");
   EXPECT_NE(r.code, 0) << r.err;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const std::regex line("hypic: error: worker rank 2 \\(pid [0-9]+ on " + std::string(host) +
+  const std::regex line("hypic: error: worker rank 2 \\(pid [0-9]+ on " + cli_test::host_name() +
                         "\\) cannot read its shard " + shard + ": [^\n]*--hit-reads rank0");
   EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
-  size_t errors = 0;
-  for (size_t at = r.err.find("hypic: error:"); at != std::string::npos;
-       at = r.err.find("hypic: error:", at + 1))
-    ++errors;
-  EXPECT_EQ(errors, 1u) << r.err;
+  EXPECT_EQ(cli_test::error_lines(r.err), 1u) << r.err;
 }
 
 }  // namespace hit_reads_cli_test

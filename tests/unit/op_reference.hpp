@@ -11,6 +11,8 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "hypic/kernels/linear_family.hpp"
@@ -354,6 +356,18 @@ inline void moe_route_sigmoid(const Vec& logits, const Vec& bias, int T, int E, 
       wt[size_t(t) * k + j] = float(p[allowed[j]] / (norm ? sum + 1e-20 : 1.0) * scale);
     }
   }
+}
+
+// The message of the std::invalid_argument a kernel call throws (the family's argument
+// checks), or "(accepted)" when it throws none.
+template <typename F>
+std::string refusal(F&& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(accepted)";
 }
 
 }  // namespace hypic::ref

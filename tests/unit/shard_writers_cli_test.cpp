@@ -160,17 +160,11 @@ TEST_F(ShardWritersCli, AShardItsWorkerCannotOpenIsNamedWithRankAndHost) {
   fs::create_directories(shard);
   CliRun r = mpirun3(warmup(store));
   EXPECT_NE(r.code, 0) << r.err;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const std::regex line("hypic: error: worker rank 2 \\(pid [0-9]+ on " + std::string(host) +
+  const std::regex line("hypic: error: worker rank 2 \\(pid [0-9]+ on " + cli_test::host_name() +
                         "\\) cannot write its shard: [^\n]*" + shard +
                         "[^\n]*; make the shard writable");
   EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
-  size_t errors = 0;
-  for (size_t at = r.err.find("hypic: error:"); at != std::string::npos;
-       at = r.err.find("hypic: error:", at + 1))
-    ++errors;
-  EXPECT_EQ(errors, 1u) << r.err;
+  EXPECT_EQ(cli_test::error_lines(r.err), 1u) << r.err;
   fs::remove(shard);
   r = mpirun3(warmup(store));
   ASSERT_EQ(r.code, 0) << r.err;
